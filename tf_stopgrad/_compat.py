@@ -1,0 +1,43 @@
+"""The private TensorFlow APIs tf_stopgrad relies on, gathered in one place.
+
+Each name here exists, with the same behaviour, in every TensorFlow from 2.15 to 2.21. A
+TensorFlow release that moves one of them needs a change here and nowhere else.
+"""
+
+from tensorflow.python import pywrap_tfe
+from tensorflow.python.eager import context as _context
+from tensorflow.python.eager import core as _core
+from tensorflow.python.framework import composite_tensor as _composite_tensor
+from tensorflow.python.framework import ops as _ops
+from tensorflow.python.ops.parallel_for import pfor as _pfor
+from tensorflow.python.util import _pywrap_utils
+
+try:  # TF >= 2.13 moved the tape controls out of tape.py.
+    from tensorflow.python.eager.record import stop_recording
+except ImportError:  # pragma: no cover - older TensorFlow
+    from tensorflow.python.eager.tape import stop_recording
+
+EagerTensor = _ops.EagerTensor
+CompositeTensor = _composite_tensor.CompositeTensor
+is_resource_variable = _pywrap_utils.IsResourceVariable
+
+context = _context.context
+executing_eagerly = _context.executing_eagerly
+
+# Runs one op eagerly from C++, recording it on any active tape: (ctx, op_type, name, *inputs,
+# *attr_name_value_pairs). The generated op wrappers call the same function.
+fast_path_execute = pywrap_tfe.TFE_Py_FastPathExecute
+FastPathFallback = _core._FallbackException
+NotOkStatus = _core._NotOkStatusException
+raise_from_not_ok_status = _ops.raise_from_not_ok_status
+
+# True when no tape or forward accumulator could record an op on this thread.
+no_tape_can_record = pywrap_tfe.TFE_Py_TapeSetIsEmpty
+
+wrap_pfor_output = _pfor.wrap
+
+
+def register_pfor_converter(op_type, converter):
+    """Register a pfor converter unless one is already registered (pfor asserts on repeats)."""
+    if op_type not in _pfor._pfor_converter_registry:
+        _pfor.RegisterPFor(op_type)(converter)

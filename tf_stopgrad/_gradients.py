@@ -1,0 +1,34 @@
+"""Gradient functions for the plugin's ops, registered with TensorFlow's gradient registry.
+
+The masking comes from these registrations, so it holds wherever TensorFlow differentiates:
+eager tapes, ``tf.function``, ``tf.compat.v1.gradients``, higher-order and forward mode.
+"""
+
+import tensorflow as tf
+
+from .ops import PREVENT_GRADIENT_OP, STOP_GRADIENT_OP
+
+
+def _stop_gradient_grad(op, grad):
+    return None
+
+
+def _prevent_gradient_grad(op, grad):
+    message = op.get_attr("message")
+    if isinstance(message, bytes):
+        message = message.decode("utf-8", "replace")
+    raise LookupError(
+        f"Gradient requested through {PREVENT_GRADIENT_OP}, which forbids differentiation: "
+        f"{message or 'no reason given'}"
+    )
+
+
+def register() -> None:
+    for op_type, gradient in (
+        (STOP_GRADIENT_OP, _stop_gradient_grad),
+        (PREVENT_GRADIENT_OP, _prevent_gradient_grad),
+    ):
+        try:
+            tf.RegisterGradient(op_type)(gradient)
+        except KeyError:  # Already registered by an earlier load of this module.
+            pass
