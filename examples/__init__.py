@@ -1,0 +1,1 @@
+"""Runnable examples of the four jobs stop_gradient exists for (installed as tf_stopgrad.examples)."""
