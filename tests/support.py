@@ -1,0 +1,50 @@
+"""Helpers shared by the core tests: sample data per dtype, bitwise comparison, buffer address."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+NUMERIC_DTYPES = [
+    tf.float16, tf.bfloat16, tf.float32, tf.float64,
+    tf.int8, tf.int16, tf.int32, tf.int64,
+    tf.uint8, tf.uint16, tf.uint32, tf.uint64,
+    tf.complex64, tf.complex128,
+]  # fmt: skip
+QUANTIZED_STORAGE = {
+    tf.qint8: np.int8, tf.quint8: np.uint8, tf.qint16: np.int16, tf.quint16: np.uint16,
+    tf.qint32: np.int32,
+}  # fmt: skip
+QUANTIZED_DTYPES = list(QUANTIZED_STORAGE)
+ALL_PLAIN_DTYPES = [*NUMERIC_DTYPES, *QUANTIZED_DTYPES, tf.bool, tf.string]
+
+
+def sample(dtype: tf.DType, shape: tuple[int, ...], seed: int = 0) -> tf.Tensor:
+    """A tensor of random bits: for floats that includes NaN payloads, -0.0, inf, subnormals."""
+    rng = np.random.default_rng(seed)
+    count = int(np.prod(shape, dtype=np.int64))
+    if dtype == tf.string:
+        lengths = rng.integers(0, 6, size=count)
+        values = [rng.integers(0, 256, size=n, dtype=np.uint8).tobytes() for n in lengths]
+        return tf.constant(np.array(values, dtype=object).reshape(shape), dtype=tf.string)
+    if dtype == tf.bool:
+        return tf.constant(rng.integers(0, 2, size=shape).astype(bool))
+    if dtype.is_quantized:
+        storage = QUANTIZED_STORAGE[dtype]
+        info = np.iinfo(storage)
+        return tf.constant(rng.integers(info.min, info.max, size=shape, dtype=storage), dtype)
+    itemsize = np.dtype(dtype.as_numpy_dtype).itemsize
+    raw = rng.integers(0, 256, size=count * itemsize, dtype=np.uint8)
+    return tf.constant(raw.view(dtype.as_numpy_dtype).reshape(shape))
+
+
+def as_bits(tensor: tf.Tensor) -> tuple:
+    """Everything that identifies a tensor's value exactly: dtype, shape and raw bytes."""
+    array = np.asarray(tensor.numpy(), dtype=object if tensor.dtype == tf.string else None)
+    payload = array.tolist() if array.dtype == object else array.tobytes()
+    return tensor.dtype, tuple(tensor.shape), payload
+
+
+def buffer_address(tensor: tf.Tensor) -> int:
+    """Address of the tensor's data (``.numpy()`` would copy; ``_numpy()`` does not)."""
+    return tensor._numpy().__array_interface__["data"][0]

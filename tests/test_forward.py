@@ -1,0 +1,102 @@
+"""Forward pass: identical to tf.stop_gradient / PreventGradient for every dtype and shape."""
+
+import pytest
+import tensorflow as tf
+from support import ALL_PLAIN_DTYPES, NUMERIC_DTYPES, as_bits, buffer_address, sample
+
+import tf_stopgrad
+
+SHAPES = [(), (0,), (4, 0, 3), (7,), (2, 3, 4)]
+LARGE_SHAPE = ((1 << 22) + 3,)
+
+IMPLEMENTATIONS = {
+    "stop_gradient": (tf_stopgrad.stop_gradient, tf.stop_gradient),
+    "prevent_gradient": (
+        lambda x: tf_stopgrad.prevent_gradient(x, message="m"),
+        lambda x: tf.raw_ops.PreventGradient(input=x, message="m"),
+    ),
+}
+
+
+@pytest.fixture(params=sorted(IMPLEMENTATIONS))
+def ours_and_builtin(request):
+    return IMPLEMENTATIONS[request.param]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ALL_PLAIN_DTYPES, ids=lambda d: d.name)
+def test_eager_values_match_builtin_bit_for_bit(ours_and_builtin, dtype, shape):
+    ours, builtin = ours_and_builtin
+    x = sample(dtype, shape)
+    assert as_bits(ours(x)) == as_bits(builtin(x)) == as_bits(x)
+
+
+@pytest.mark.parametrize("dtype", ALL_PLAIN_DTYPES, ids=lambda d: d.name)
+def test_graph_values_match_builtin_bit_for_bit(ours_and_builtin, dtype):
+    ours, builtin = ours_and_builtin
+    x = sample(dtype, (3, 5))
+    assert as_bits(tf.function(ours)(x)) == as_bits(tf.function(builtin)(x)) == as_bits(x)
+
+
+@pytest.mark.parametrize("dtype", [tf.int8, tf.float32, tf.complex128], ids=lambda d: d.name)
+def test_tensor_of_over_4_million_elements(ours_and_builtin, dtype):
+    ours, builtin = ours_and_builtin
+    x = sample(dtype, LARGE_SHAPE)
+    assert as_bits(ours(x)) == as_bits(builtin(x))
+
+
+def test_nan_payloads_and_signed_zero_survive():
+    payloads = tf.constant([0x7FC00001, 0xFFC0BEEF, 0x7F800001, 0x80000000, 0x00000001], tf.uint32)
+    x = tf.bitcast(payloads, tf.float32)
+    out = tf.bitcast(tf_stopgrad.stop_gradient(x), tf.uint32)
+    assert out.numpy().tolist() == payloads.numpy().tolist()
+
+
+@pytest.mark.parametrize("shape", [(1,), (1000,), LARGE_SHAPE], ids=str)
+@pytest.mark.parametrize("dtype", NUMERIC_DTYPES + [tf.bool], ids=lambda d: d.name)
+def test_output_aliases_input_buffer(ours_and_builtin, dtype, shape):
+    ours, _ = ours_and_builtin
+    x = sample(dtype, shape)
+    assert buffer_address(ours(x)) == buffer_address(x)
+
+
+def test_variant_tensor_list_passes_through():
+    elements = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+    handle = tf.raw_ops.TensorListFromTensor(tensor=elements, element_shape=[2])
+
+    def unstack(h):
+        return tf.raw_ops.TensorListStack(input_handle=h, element_shape=[2], element_dtype=tf.float32)
+
+    for ours, builtin in IMPLEMENTATIONS.values():
+        assert ours(handle).dtype == tf.variant
+        assert as_bits(unstack(ours(handle))) == as_bits(unstack(builtin(handle)))
+
+
+def test_resource_handle_passes_through():
+    variable = tf.Variable([1.5, 2.5])
+    handle = tf_stopgrad.stop_gradient(variable.handle)
+    assert handle.dtype == tf.resource
+    read = tf.raw_ops.ReadVariableOp(resource=handle, dtype=tf.float32)
+    assert as_bits(read) == as_bits(tf.stop_gradient(variable))
+
+
+@pytest.mark.parametrize(
+    "value", [3, 2.5, True, "text", [1, 2, 3], [[1.0], [2.0]], [b"a", b"b\x00"]], ids=repr
+)
+def test_python_values_convert_like_builtin(value):
+    assert as_bits(tf_stopgrad.stop_gradient(value)) == as_bits(tf.stop_gradient(value))
+
+
+def test_numpy_arrays_convert_like_builtin():
+    array = sample(tf.float64, (3, 2)).numpy()
+    assert as_bits(tf_stopgrad.stop_gradient(array)) == as_bits(tf.stop_gradient(array))
+
+
+def test_named_op_in_graph():
+    graph = tf.Graph()
+    with graph.as_default():
+        out = tf_stopgrad.stop_gradient(tf.constant(1.0), name="frozen")
+        prevented = tf_stopgrad.prevent_gradient(tf.constant(1.0), message="why", name="blocked")
+    assert out.op.name == "frozen" and out.op.type == tf_stopgrad.STOP_GRADIENT_OP
+    assert prevented.op.type == tf_stopgrad.PREVENT_GRADIENT_OP
+    assert prevented.op.get_attr("message") == b"why"

@@ -1,0 +1,171 @@
+"""``python -m tf_stopgrad``: a report and self-check, the use-case demos, and the benchmark.
+
+    python -m tf_stopgrad                      versions, kernels, self-check, softmax demo
+    python -m tf_stopgrad demo {softmax,em,rbm,adversarial,all} [--quick] [--plot FILE.png]
+    python -m tf_stopgrad bench [--quick] [--rounds N] [--plot FILE.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Callable
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from tensorflow.python.framework import kernels  # noqa: E402
+
+import tf_stopgrad  # noqa: E402
+
+DEMOS = ("softmax", "em", "rbm", "adversarial")
+KERNEL_DEVICES = {"CPU": "CPU", "GPU": "GPU", "XLA_CPU_JIT": "XLA (CPU)", "XLA_GPU_JIT": "XLA (GPU)"}
+
+
+def _buffer_address(tensor: tf.Tensor) -> int:
+    return tensor._numpy().__array_interface__["data"][0]
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    return a.tolist() == b.tolist() if a.dtype == object else a.tobytes() == b.tobytes()
+
+
+def _check_forward_identical() -> bool:
+    samples = [
+        np.array([0.0, -0.0, np.nan, np.inf, 1e-45], np.float32),
+        np.arange(-5, 5, dtype=np.int64),
+        np.array([b"a\x00b", b""], dtype=object),
+        np.array([True, False]),
+    ]
+    return all(
+        _same_values(
+            tf_stopgrad.stop_gradient(tf.constant(sample)).numpy(),
+            tf.stop_gradient(tf.constant(sample)).numpy(),
+        )
+        for sample in samples
+    )
+
+
+def _check_gradient_masked() -> bool:
+    x = tf.constant([1.0, 2.0, 3.0])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.reduce_sum(tf_stopgrad.stop_gradient(x * x) + 2.0 * x)
+    return bool(np.array_equal(tape.gradient(y, x).numpy(), [2.0, 2.0, 2.0]))
+
+
+def _check_jit_compile() -> bool:
+    @tf.function(jit_compile=True)
+    def scaled(x: tf.Tensor) -> tf.Tensor:
+        return tf_stopgrad.stop_gradient(x) * 3.0
+
+    x = tf.constant([1.5, -2.0])
+    return bool(np.array_equal(scaled(x).numpy(), (tf.stop_gradient(x) * 3.0).numpy()))
+
+
+def _check_zero_copy() -> bool:
+    x = tf.random.uniform([1 << 16])
+    return _buffer_address(tf_stopgrad.stop_gradient(x)) == _buffer_address(x)
+
+
+SELF_CHECKS: dict[str, Callable[[], bool]] = {
+    "forward values identical to tf.stop_gradient": _check_forward_identical,
+    "gradient masked": _check_gradient_masked,
+    "jit_compile works": _check_jit_compile,
+    "output aliases the input (zero copy)": _check_zero_copy,
+}
+
+
+def _devices_with_kernels(op_type: str) -> list[str]:
+    registered = {k.device_type for k in kernels.get_registered_kernels_for_op(op_type).kernel}
+    return [label for device, label in KERNEL_DEVICES.items() if device in registered]
+
+
+def report() -> int:
+    info = tf_stopgrad.build_info()
+    print(f"tf_stopgrad {tf_stopgrad.__version__}")
+    print(f"  TensorFlow at run time : {tf.__version__}")
+    print(f"  built against          : TensorFlow {info['tf_version']} with {info['compiler']}")
+    print(f"  _GLIBCXX_USE_CXX11_ABI : {info['cxx11_abi']}")
+    print(f"  op library             : {tf_stopgrad.library_path()}")
+    gpus = len(tf.config.list_physical_devices("GPU"))
+    print(f"  GPUs visible           : {gpus}")
+
+    print("Self-check")
+    results = {name: _run_check(check) for name, check in SELF_CHECKS.items()}
+    for name, passed in results.items():
+        print(f"  [{'ok' if passed else 'FAILED'}] {name}")
+
+    print("Kernels (XLA kernels appear once XLA has compiled something)")
+    for op_type in (tf_stopgrad.STOP_GRADIENT_OP, tf_stopgrad.PREVENT_GRADIENT_OP):
+        print(f"  {op_type}: {', '.join(_devices_with_kernels(op_type))}")
+
+    print("Stable softmax demo")
+    demo_status = _demo_module("softmax").main(["--quick"])
+    passed = all(results.values()) and demo_status == 0
+    print("All checks passed." if passed else "Some checks FAILED.")
+    return 0 if passed else 1
+
+
+def _run_check(check: Callable[[], bool]) -> bool:
+    try:
+        return check()
+    except Exception as error:  # A self-check reports failures instead of dying on them.
+        print(f"  ! {check.__name__} raised {type(error).__name__}: {error}")
+        return False
+
+
+def _demo_module(name: str):
+    return importlib.import_module(f"tf_stopgrad.examples.{name}")
+
+
+def demo(name: str, rest: list[str]) -> int:
+    names = DEMOS if name == "all" else (name,)
+    statuses = []
+    for demo_name in names:
+        print(f"== {demo_name} ==")
+        statuses.append(_demo_module(demo_name).main(rest))
+    return max(statuses)
+
+
+def bench(rest: list[str]) -> int:
+    return importlib.import_module("tf_stopgrad.benchmarks.bench").main(rest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tf_stopgrad",
+        description="Report on the tf_stopgrad plugin and self-check it (no arguments), run "
+        "the use-case demos, or run the side-by-side benchmark against tf.stop_gradient.",
+    )
+    commands = parser.add_subparsers(dest="command")
+    demo_parser = commands.add_parser(
+        "demo",
+        help="run a use-case example",
+        description="Run the use-case examples. Extra options (e.g. --quick, --plot FILE.png) "
+        "are passed to each example.",
+    )
+    demo_parser.add_argument("name", choices=(*DEMOS, "all"))
+    commands.add_parser(
+        "bench",
+        help="benchmark against tf.stop_gradient",
+        description="Side-by-side benchmark. Extra options (--quick, --rounds N, --plot "
+        "FILE.png) are passed to the benchmark.",
+    )
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "demo":
+        return demo(args.name, rest)
+    if args.command == "bench":
+        return bench(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    return report()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
