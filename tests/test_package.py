@@ -1,0 +1,110 @@
+"""Packaging: one version source, the build record, the loader's checks, docs and main job."""
+
+import doctest
+import importlib.metadata
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+
+import tf_stopgrad
+from tf_stopgrad import _loader, ops
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_version_flows_from_pyproject_into_the_build():
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text()
+    declared = re.search(r'^version = "([^"]+)"', pyproject, re.MULTILINE).group(1)
+    assert tf_stopgrad.__version__ == declared
+    assert importlib.metadata.version("tf_stopgrad") == declared
+
+
+def test_build_record_matches_the_running_tensorflow():
+    info = tf_stopgrad.build_info()
+    assert info["tf_version"] == tf.__version__
+    assert info["cxx11_abi"] == tf.sysconfig.CXX11_ABI_FLAG
+    assert info["compiler"]
+    assert (info["stop_gradient_op"], info["prevent_gradient_op"]) == (
+        tf_stopgrad.STOP_GRADIENT_OP,
+        tf_stopgrad.PREVENT_GRADIENT_OP,
+    )
+
+
+def test_op_names_are_namespaced_not_the_builtin_names():
+    for op_type in (tf_stopgrad.STOP_GRADIENT_OP, tf_stopgrad.PREVENT_GRADIENT_OP):
+        namespace, _, name = op_type.partition(">")
+        assert namespace == "TfStopgrad" and name in ("StopGradient", "PreventGradient")
+
+
+def test_runtime_requirement_pins_the_tensorflow_minor_built_against():
+    major, minor = tf.__version__.split(".")[:2]
+    requirements = importlib.metadata.requires("tf_stopgrad")
+    assert f"tensorflow=={major}.{minor}.*" in requirements
+
+
+def test_installed_files():
+    assert os.path.isfile(tf_stopgrad.library_path())
+    assert (Path(tf_stopgrad.include_dir()) / "tf_stopgrad" / "stop_gradient.h").is_file()
+    assert (Path(tf_stopgrad.__file__).parent / "py.typed").is_file()
+
+
+def test_load_op_library_again_is_harmless():
+    module = tf.load_op_library(tf_stopgrad.library_path())
+    assert hasattr(module, "tf_stopgrad_stop_gradient")
+    assert tf_stopgrad.stop_gradient(tf.constant(2.0)).numpy() == 2.0
+
+
+@pytest.mark.parametrize("runtime", ["2.20.0", "3.0.0", "2.2.1"])
+def test_different_tensorflow_minor_is_refused_with_rebuild_command(runtime):
+    info = dict(tf_stopgrad.build_info(), tf_version="2.21.0")
+    with pytest.raises(ImportError, match=r"built against TensorFlow 2\.21\.0.*"
+                       + re.escape(runtime) + r".*pip install --force-reinstall --no-deps"):
+        _loader.check_compatible(info, runtime, info["cxx11_abi"])
+
+
+def test_patch_release_of_the_same_minor_is_accepted():
+    info = dict(tf_stopgrad.build_info(), tf_version="2.21.0")
+    _loader.check_compatible(info, "2.21.3", info["cxx11_abi"])
+
+
+def test_different_cxx_abi_is_refused():
+    info = tf_stopgrad.build_info()
+    with pytest.raises(ImportError, match="_GLIBCXX_USE_CXX11_ABI"):
+        _loader.check_compatible(info, tf.__version__, 1 - info["cxx11_abi"])
+
+
+def test_rebuild_command_names_the_source_directory_when_it_exists(tmp_path):
+    info = dict(tf_stopgrad.build_info(), source_dir=str(tmp_path))
+    assert _loader.rebuild_command(info).endswith(str(tmp_path))
+    info["source_dir"] = str(tmp_path / "gone")
+    assert "<path to the tf_stopgrad source directory>" in _loader.rebuild_command(info)
+
+
+@pytest.mark.parametrize("module", [ops], ids=lambda m: m.__name__)
+def test_docstring_examples_run(module):
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_public_api():
+    assert set(tf_stopgrad.__all__) >= {
+        "stop_gradient", "prevent_gradient", "STOP_GRADIENT_OP", "PREVENT_GRADIENT_OP",
+        "library_path", "build_info", "__version__",
+    }  # fmt: skip
+
+
+def test_main_job_reports_and_passes_its_self_check(tmp_path):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run(
+        [sys.executable, "-m", "tf_stopgrad"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"TensorFlow at run time : {tf.__version__}" in result.stdout
+    assert "All checks passed." in result.stdout
+    assert "FAILED" not in result.stdout
