@@ -30,7 +30,7 @@ OpKernel* CreateForwardInputXlaOp(OpKernelConstruction* context) {
   return new ForwardInputXlaOp(context);
 }
 
-REGISTER_XLA_OP(Name(kStopGradientOp).AllowVariantTypes().AllowStringType(), ForwardInputXlaOp);
+REGISTER_XLA_OP(Name(kStopGradientOp).AllowVariantTypes(), ForwardInputXlaOp);
 REGISTER_XLA_OP(Name(kPreventGradientOp), ForwardInputXlaOp);
 
 bool HasKernelOn(const std::string& op, const std::string& device_type) {

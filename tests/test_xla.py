@@ -1,0 +1,292 @@
+"""XLA: jit-compiled results, gradients, HLO and kernel registrations match the built-in ops."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.python.framework import kernels
+
+import tf_stopgrad
+
+MESSAGE = "sampled, not learned"
+
+
+def builtin_prevent_gradient(x, message=MESSAGE):
+    return tf.raw_ops.PreventGradient(input=x, message=message)
+
+
+def ours_prevent_gradient(x, message=MESSAGE):
+    return tf_stopgrad.prevent_gradient(x, message=message)
+
+
+# (ours, built-in) pairs of forward-identity ops.
+OP_PAIRS = {
+    "stop_gradient": (tf_stopgrad.stop_gradient, tf.stop_gradient),
+    "prevent_gradient": (ours_prevent_gradient, builtin_prevent_gradient),
+}
+
+# Values meant to catch any conversion or rounding: signed zeros, infinities, NaN, extremes.
+SPECIAL_VALUES = {
+    "float": [0.0, -0.0, 1.5, -2.25, np.inf, -np.inf, np.nan, 1e-40, 6e4, -1e-3],
+    "int": [0, 1, -1, 7, -(2**31), 2**31 - 1],
+    "complex": [0, -0.0 - 0.0j, 1.5 - 2j, np.inf + 1j, complex(np.nan, -3.0), -1e-3j],
+    "bool": [True, False, False, True],
+}
+DTYPE_KINDS = {
+    tf.float16: "float",
+    tf.bfloat16: "float",
+    tf.float32: "float",
+    tf.float64: "float",
+    tf.int32: "int",
+    tf.int64: "int",
+    tf.complex64: "complex",
+    tf.complex128: "complex",
+    tf.bool: "bool",
+}
+
+
+def special_tensor(dtype):
+    values = np.array(SPECIAL_VALUES[DTYPE_KINDS[dtype]])
+    values = np.stack([values, values[::-1]])  # rank 2, so layout matters too
+    if dtype == tf.bool:
+        return tf.constant(values)
+    if dtype.is_integer:
+        return tf.constant(values.astype(dtype.as_numpy_dtype))
+    return tf.cast(tf.constant(values), dtype)
+
+
+def jit(fn):
+    return tf.function(fn, jit_compile=True, autograph=False)
+
+
+@pytest.mark.parametrize("op_name", OP_PAIRS)
+@pytest.mark.parametrize("dtype", DTYPE_KINDS, ids=lambda dtype: dtype.name)
+def test_jit_forward_is_bit_exact_with_builtin(op_name, dtype):
+    ours, builtin = OP_PAIRS[op_name]
+    x = special_tensor(dtype)
+
+    ours_result = jit(lambda value: ours(value))(x)
+    builtin_result = jit(lambda value: builtin(value))(x)
+
+    assert ours_result.dtype == builtin_result.dtype == dtype
+    assert ours_result.shape == builtin_result.shape == x.shape
+    assert ours_result.numpy().tobytes() == builtin_result.numpy().tobytes()
+    assert ours_result.numpy().tobytes() == x.numpy().tobytes()
+
+
+def stable_softmax_and_gradient(stop, logits, weights):
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        exps = tf.exp(logits - stop(tf.reduce_max(logits, axis=-1, keepdims=True)))
+        loss = tf.reduce_sum(weights * exps / tf.reduce_sum(exps, axis=-1, keepdims=True))
+    return loss, tape.gradient(loss, logits)
+
+
+def stopped_product_and_gradient(stop, x, weights):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = tf.reduce_sum(weights * stop(x) * x)
+    return loss, tape.gradient(loss, x)
+
+
+@pytest.mark.parametrize(
+    "computation", [stable_softmax_and_gradient, stopped_product_and_gradient]
+)
+def test_jit_gradient_equals_builtin(computation):
+    x = tf.constant([[1e4, 1e4 + 1.0, 1e4 - 2.0], [-3.0, 0.5, 2.0]])
+    weights = tf.constant([[0.5, -1.0, 2.0], [1.0, 3.0, -0.25]])
+
+    ours = jit(lambda a, w: computation(tf_stopgrad.stop_gradient, a, w))(x, weights)
+    builtin = jit(lambda a, w: computation(tf.stop_gradient, a, w))(x, weights)
+
+    for ours_part, builtin_part in zip(ours, builtin):
+        np.testing.assert_array_equal(ours_part.numpy(), builtin_part.numpy())
+        assert np.all(np.isfinite(ours_part.numpy()))
+
+
+def test_jit_gradient_of_stopped_product_is_the_weighted_input():
+    # d/dx sum(w * stop(x) * x) = w * x: the stopped factor is a constant.
+    x = tf.constant([2.0, -3.0, 0.5])
+    weights = tf.constant([1.0, 4.0, -2.0])
+    compute = jit(lambda a, w: stopped_product_and_gradient(tf_stopgrad.stop_gradient, a, w))
+
+    _, gradient = compute(x, weights)
+
+    np.testing.assert_allclose(gradient.numpy(), (weights * x).numpy())
+
+
+@pytest.mark.parametrize(
+    ("prevent", "error_match"),
+    [(ours_prevent_gradient, MESSAGE), (builtin_prevent_gradient, MESSAGE)],
+    ids=["ours", "builtin"],
+)
+def test_jit_gradient_through_prevent_gradient_is_refused(prevent, error_match):
+    @tf.function(jit_compile=True, autograph=False)  # autograph would wrap the LookupError
+    def gradient(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = prevent(x) * x
+        return tape.gradient(y, x)
+
+    with pytest.raises(LookupError, match=error_match):
+        gradient(tf.constant([1.0, 2.0]))
+
+
+def normalized_hlo(hlo_text):
+    """HLO text without source metadata, and with every name replaced by its first-use order."""
+    text = re.sub(r",? ?metadata=\{[^}]*\}", "", hlo_text)
+    names = {}
+    return re.sub(
+        r"(?<=HloModule )[\w.\-]+|(?<=ENTRY )%?[\w.\-]+|%[\w.\-]+",
+        lambda match: names.setdefault(match.group(0), f"%n{len(names)}"),
+        text,
+    )
+
+
+def model(op):
+    def compute(x, w):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            hidden = tf.tanh(x @ w)
+            loss = tf.reduce_sum(hidden * op(hidden) + op(tf.reduce_max(x)))
+        return loss, tape.gradient(loss, x)
+
+    return compute
+
+
+@pytest.mark.parametrize("stage", ["hlo", "optimized_hlo"])
+@pytest.mark.parametrize(
+    ("ours", "builtin"),
+    [
+        (tf_stopgrad.stop_gradient, tf.stop_gradient),
+        # No gradient flows into these, so PreventGradient's refusal is never triggered.
+        (
+            lambda v: tf.stop_gradient(ours_prevent_gradient(v)),
+            lambda v: tf.stop_gradient(builtin_prevent_gradient(v)),
+        ),
+    ],
+    ids=["stop_gradient", "prevent_gradient"],
+)
+def test_hlo_is_identical_to_builtin(ours, builtin, stage):
+    x = tf.constant([[1.0, -2.0, 0.5], [3.0, 0.25, -1.0]])
+    w = tf.constant([[0.5, 1.0], [-1.5, 2.0], [0.75, -0.25]])
+
+    ours_hlo = jit(model(ours)).experimental_get_compiler_ir(x, w)(stage=stage)
+    builtin_hlo = jit(model(builtin)).experimental_get_compiler_ir(x, w)(stage=stage)
+
+    assert "tanh" in ours_hlo  # the comparison below looks at a real module
+    assert normalized_hlo(ours_hlo) == normalized_hlo(builtin_hlo)
+
+
+def xla_kernel_defs(op_type, device):
+    defs = []
+    for kernel_def in kernels.get_registered_kernels_for_op(op_type).kernel:
+        if kernel_def.device_type == device:
+            kernel_def.ClearField("op")
+            defs.append(kernel_def.SerializeToString(deterministic=True))
+    return sorted(defs)
+
+
+@pytest.fixture(scope="module")
+def xla_kernels_registered():
+    """TensorFlow creates the XLA compilation kernels at the first jit compile in a process."""
+    jit(lambda x: tf_stopgrad.stop_gradient(x) + tf.stop_gradient(x))(tf.constant(1.0))
+
+
+@pytest.mark.usefixtures("xla_kernels_registered")
+@pytest.mark.parametrize("device", ["XLA_CPU_JIT", "XLA_GPU_JIT"])
+@pytest.mark.parametrize(
+    ("ours", "builtin"),
+    [
+        (tf_stopgrad.STOP_GRADIENT_OP, "StopGradient"),
+        (tf_stopgrad.PREVENT_GRADIENT_OP, "PreventGradient"),
+    ],
+)
+def test_xla_kernel_registrations_equal_builtin(ours, builtin, device):
+    builtin_defs = xla_kernel_defs(builtin, device)
+
+    assert builtin_defs, f"no {device} kernel for {builtin}: is this backend missing?"
+    assert xla_kernel_defs(ours, device) == builtin_defs
+
+
+# Prints, as JSON, jit results with our ops and the built-ins, and the XLA kernel registrations.
+IMPORT_ORDER_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import tensorflow as tf
+    from tensorflow.python.framework import kernels
+
+    def xla_devices(op_type):
+        return sorted(
+            k.device_type
+            for k in kernels.get_registered_kernels_for_op(op_type).kernel
+            if k.device_type.startswith("XLA_")
+        )
+
+    x = tf.constant([[1e4, 1e4 + 1.0, 1e4 - 2.0], [-3.0, 0.5, 2.0]])
+
+    def softmax_gradient(stop, prevent):
+        @tf.function(jit_compile=True)
+        def compute(logits):
+            with tf.GradientTape() as tape:
+                tape.watch(logits)
+                shift = stop(tf.reduce_max(logits, axis=-1, keepdims=True))
+                exps = tf.exp(logits - shift)
+                loss = tf.reduce_sum(tf.range(3.0) * exps / tf.reduce_sum(exps, -1, True))
+            return loss, tape.gradient(loss, logits), tf.stop_gradient(prevent(logits))
+        return [t.numpy().tolist() for t in compute(x)]
+
+    def builtin_prevent(v):
+        return tf.raw_ops.PreventGradient(input=v, message="late")
+
+    report = {}
+    if sys.argv[1] == "after_first_jit":
+        report["builtin"] = softmax_gradient(tf.stop_gradient, builtin_prevent)
+        report["xla_devices_before_import"] = xla_devices("StopGradient")
+    import tf_stopgrad
+    report["ours"] = softmax_gradient(
+        tf_stopgrad.stop_gradient, lambda v: tf_stopgrad.prevent_gradient(v, "late"))
+    if sys.argv[1] == "before_first_jit":
+        report["builtin"] = softmax_gradient(tf.stop_gradient, builtin_prevent)
+    report["kernels"] = {
+        op: sorted(
+            (k.device_type, str(k.constraint))
+            for k in kernels.get_registered_kernels_for_op(op).kernel
+            if k.device_type.startswith("XLA_")
+        )
+        for op in ("StopGradient", "PreventGradient",
+                   tf_stopgrad.STOP_GRADIENT_OP, tf_stopgrad.PREVENT_GRADIENT_OP)
+    }
+    print(json.dumps(report))
+    """
+)
+
+
+@pytest.mark.parametrize("order", ["before_first_jit", "after_first_jit"])
+def test_jit_works_whether_imported_before_or_after_the_first_xla_compile(order, tmp_path):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    completed = subprocess.run(
+        [sys.executable, "-c", IMPORT_ORDER_SCRIPT, order],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    report = json.loads(completed.stdout.strip().splitlines()[-1])
+
+    if order == "after_first_jit":
+        # The built-in's XLA kernels already existed, so ours came from the late registration.
+        assert "XLA_CPU_JIT" in report["xla_devices_before_import"]
+    assert report["ours"] == report["builtin"]
+    registered = report["kernels"]
+    assert registered[tf_stopgrad.STOP_GRADIENT_OP] == registered["StopGradient"]
+    assert registered[tf_stopgrad.PREVENT_GRADIENT_OP] == registered["PreventGradient"]
+    assert registered["StopGradient"], "no XLA kernels registered at all"
