@@ -1,0 +1,150 @@
+"""Presenting results: the result row, the machine, the Markdown table, notes and the chart."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+import os
+import platform
+import sys
+
+import tensorflow as tf
+
+import tf_stopgrad
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One case of the benchmark: ours against the reference.
+
+    Attributes:
+      case: What was measured.
+      ours, reference: The best measurement of each side, in ``unit``.
+      unit: ``"µs"`` per call, or ``"MiB"``.
+      ratio: ``ours / reference`` (two zeros count as 1.0: equal).
+      target: The ratio to stay at or under; None for rows reported for information.
+      ours_spread, reference_spread: Median over best sample, minus one (0.05 is 5 %), for
+        each side; 0 for deterministic measurements.
+      note: A remark printed under the table.
+    """
+
+    case: str
+    ours: float
+    reference: float
+    unit: str
+    ratio: float
+    target: float | None
+    ours_spread: float = 0.0
+    reference_spread: float = 0.0
+    note: str = ""
+
+    @property
+    def met(self) -> bool | None:
+        return None if self.target is None else self.ratio <= self.target
+
+
+def ratio(ours: float, reference: float) -> float:
+    """``ours / reference``, with 0/0 as 1.0 and x/0 as infinity."""
+    if reference == 0:
+        return 1.0 if ours == 0 else math.inf
+    return ours / reference
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, or what the platform module knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, or "n/a" where the OS has none."""
+    try:
+        return ", ".join(f"{load:.2f}" for load in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def machine_description() -> list[str]:
+    """Lines saying when, where and against what the benchmark ran."""
+    now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+    return [
+        f"Date: {now}",
+        f"CPU: {cpu_model()}, {os.cpu_count()} cores",
+        f"TensorFlow {tf.__version__}, tf_stopgrad {tf_stopgrad.__version__}, "
+        f"Python {platform.python_version()}",
+        f"Load average at start (1, 5, 15 min): {load_average()}",
+    ]
+
+
+def _number(value: float, unit: str) -> str:
+    return f"{value:.2f} {unit}" if value < 100 else f"{value:.0f} {unit}"
+
+
+def markdown_table(rows: list[Row]) -> str:
+    """The results as a Markdown table: case | ours | reference | ratio | target | met?."""
+    lines = [
+        "| case | ours | reference | ratio ours/ref | target | met? |",
+        "|---|---:|---:|---:|---:|:---:|",
+    ]
+    for row in rows:
+        target = "—" if row.target is None else f"≤ {row.target:.2f}"
+        met = {None: "—", True: "yes", False: "**no**"}[row.met]
+        lines.append(
+            f"| {row.case} | {_number(row.ours, row.unit)} | {_number(row.reference, row.unit)} "
+            f"| {row.ratio:.3f} | {target} | {met} |"
+        )
+    return "\n".join(lines)
+
+
+def notes(rows: list[Row]) -> str:
+    """Per-case remarks and the noise seen: how far the median sample was above the best."""
+    lines = ["Notes (noise = median sample above best sample, ours / reference):"]
+    for number, row in enumerate(rows, start=1):
+        noise = f"noise {row.ours_spread:+.0%} / {row.reference_spread:+.0%}"
+        remark = f" {row.note}" if row.note else ""
+        lines.append(f"{number}. {row.case}: {noise}.{remark}")
+    return "\n".join(lines)
+
+
+def plot(rows: list[Row], path: str) -> None:
+    """Save a horizontal bar chart of each case's ratio, with its target marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    height = 0.4 * len(rows) + 1.5
+    figure, axes = pyplot.subplots(figsize=(10, height))
+    positions = range(len(rows))
+    colors = [
+        "tab:gray" if row.met is None else "tab:green" if row.met else "tab:red" for row in rows
+    ]
+    shown = [min(row.ratio, 10.0) for row in rows]  # Keep an infinite ratio drawable.
+    axes.barh(positions, shown, color=colors, height=0.6)
+    for position, row in zip(positions, rows):
+        if row.target is not None:
+            axes.vlines(row.target, position - 0.4, position + 0.4, colors="black", linewidth=2)
+    axes.axvline(1.0, color="gray", linestyle=":", linewidth=1)
+    axes.set_yticks(list(positions))
+    axes.set_yticklabels([row.case for row in rows], fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlabel("ratio ours / reference (black mark: target; lower is better)")
+    axes.set_title(f"tf_stopgrad vs built-in, TensorFlow {tf.__version__}, {cpu_model()}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    pyplot.close(figure)
+
+
+def print_progress(done: int, total: int) -> None:
+    """An in-place counter on stderr, ended with a newline when the last sample is done."""
+    sys.stderr.write(f"\rbench: sample {done}/{total}")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()

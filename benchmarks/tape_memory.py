@@ -1,0 +1,85 @@
+"""How much memory a persistent GradientTape keeps alive for a large intermediate that passes
+through a stop-gradient op.
+
+Inside a persistent tape watching a scalar ``w``, the forward pass builds a large intermediate
+``large = fill(w)``, stops it, and reduces it into the loss ``w * reduce_sum(stopped)``. None
+of the ops the tape may record needs ``large`` for its gradient, so once the caller drops its
+references the tape should hold nothing of it, unless the stop-gradient op itself was
+recorded: a recorded op keeps its input and output for a backward function.
+
+What the tape holds is measured with the CPU allocator's byte counters
+(``tf.config.experimental.get_memory_info('CPU:0')``) when this TensorFlow keeps them, and
+otherwise by checking, through weak references, whether the intermediate's tensors outlive
+the caller's references.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import weakref
+from typing import Callable
+
+import tensorflow as tf
+
+_CPU = "CPU:0"
+
+
+@dataclasses.dataclass(frozen=True)
+class TapeFootprint:
+    """What one forward pass left in memory.
+
+    Attributes:
+      held_bytes: Bytes of the intermediate still alive, with the tape alive, after the caller
+        dropped its references. A tape only accumulates during the forward pass, so this is
+        also the most it ever holds.
+      forward_peak_bytes: The allocator's peak during the forward pass, above where it
+        started; None when the allocator keeps no counters.
+    """
+
+    held_bytes: int
+    forward_peak_bytes: int | None
+
+
+def allocator_counts_bytes() -> bool:
+    """Whether ``get_memory_info`` reports this process's CPU allocations."""
+    probe_bytes = 1 << 20
+    before = tf.config.experimental.get_memory_info(_CPU)["current"]
+    probe = tf.zeros([probe_bytes // 4])
+    after = tf.config.experimental.get_memory_info(_CPU)["current"]
+    del probe
+    return after - before >= probe_bytes
+
+
+def method_description(use_allocator: bool) -> str:
+    """How :func:`measure` counts, for the report."""
+    if use_allocator:
+        return "CPU allocator counters (tf.config.experimental.get_memory_info('CPU:0'))"
+    return "weak references to the intermediate's tensors (allocator keeps no counters)"
+
+
+def measure(
+    stop_gradient: Callable[[tf.Tensor], tf.Tensor], intermediate_bytes: int, use_allocator: bool
+) -> TapeFootprint:
+    """Run the forward pass described in the module docstring through ``stop_gradient``."""
+    watched = tf.constant(2.0)
+    gc.collect()
+    if use_allocator:
+        start = tf.config.experimental.get_memory_info(_CPU)["current"]
+        tf.config.experimental.reset_memory_stats(_CPU)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(watched)
+        large = tf.fill([intermediate_bytes // 4], watched)
+        stopped = stop_gradient(large)
+        loss = watched * tf.reduce_sum(stopped)
+    references = (weakref.ref(large), weakref.ref(stopped))
+    del large, stopped, loss
+    gc.collect()
+    if use_allocator:
+        memory = tf.config.experimental.get_memory_info(_CPU)
+        footprint = TapeFootprint(memory["current"] - start, memory["peak"] - start)
+    else:
+        alive = any(reference() is not None for reference in references)
+        footprint = TapeFootprint(intermediate_bytes if alive else 0, None)
+    del tape
+    return footprint

@@ -1,0 +1,62 @@
+"""Smoke test of the benchmark: it runs with tiny settings and reports every case.
+
+Only behaviour is checked (one row per case, finite numbers, the CLI's output and chart);
+timings depend on the machine and its load, and their targets live in benchmarks/.
+"""
+
+import math
+from pathlib import Path
+
+import pytest
+from tf_stopgrad.benchmarks import bench
+from tf_stopgrad.benchmarks.report import Row
+
+# One case per target of the benchmark, each named by words in its row.
+TARGETED_CASES = (
+    "Eager call, no tape",
+    "GradientTape",
+    "Size independence, ours",
+    "Graph",
+    "vectorized_map",
+    "XLA",
+    "Tape memory",
+)
+
+
+@pytest.fixture(scope="module")
+def quick_run() -> tuple[list[Row], list[tuple[int, int]]]:
+    reported: list[tuple[int, int]] = []
+    rows = bench.run(quick=True, progress=lambda done, total: reported.append((done, total)))
+    return rows, reported
+
+
+def test_every_case_has_a_row_with_finite_numbers(quick_run):
+    rows, _ = quick_run
+    cases = [row.case for row in rows]
+    assert len(cases) == len(set(cases))
+    for words in TARGETED_CASES:
+        assert any(words in row.case and row.target is not None for row in rows), words
+    for row in rows:
+        assert all(math.isfinite(value) for value in (row.ours, row.reference, row.ratio)), row
+        assert row.ours >= 0 and row.reference >= 0, row
+
+
+def test_progress_counts_up_to_the_total(quick_run):
+    _, reported = quick_run
+    assert reported
+    total = reported[-1][1]
+    assert [done for done, _ in reported] == list(range(1, total + 1))
+
+
+def test_command_line_prints_the_table_and_saves_the_chart(tmp_path: Path, capsys):
+    chart = tmp_path / "ratios.png"
+    assert bench.main(["--quick", "--rounds", "1", "--plot", str(chart)]) == 0
+    output = capsys.readouterr().out
+    assert "| case | ours | reference | ratio ours/ref | target | met? |" in output
+    assert "TensorFlow" in output and "cores" in output
+    assert chart.stat().st_size > 0
+
+
+def test_command_line_rejects_zero_rounds():
+    with pytest.raises(SystemExit):
+        bench.main(["--rounds", "0"])
