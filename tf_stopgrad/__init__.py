@@ -1,8 +1,13 @@
 """tf_stopgrad: StopGradient and PreventGradient as a TensorFlow custom-op plugin.
 
 Importing the package loads the op library once (after checking it was built for the running
-TensorFlow) and registers the ops' gradient functions and vectorization converters.
+TensorFlow) and registers the ops' gradient functions and vectorization converters. The
+Keras layers in ``tf_stopgrad.keras`` are imported on first access, so the package itself
+never imports Keras.
 """
+
+import importlib
+from types import ModuleType
 
 from . import _gradients, _pfor
 from ._loader import build_info, include_dir, library_path
@@ -12,6 +17,13 @@ _gradients.register()
 _pfor.register()
 
 __version__: str = build_info()["version"]
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name == "keras":
+        return importlib.import_module(f"{__name__}.keras")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "PREVENT_GRADIENT_OP",

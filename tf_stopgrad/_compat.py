@@ -4,6 +4,9 @@ Each name here exists, with the same behaviour, in every TensorFlow from 2.15 to
 TensorFlow release that moves one of them needs a change here and nowhere else.
 """
 
+import importlib
+
+import tensorflow as tf
 from tensorflow.python import pywrap_tfe
 from tensorflow.python.eager import context as _context
 from tensorflow.python.eager import core as _core
@@ -41,3 +44,13 @@ def register_pfor_converter(op_type, converter):
     """Register a pfor converter unless one is already registered (pfor asserts on repeats)."""
     if op_type not in _pfor._pfor_converter_registry:
         _pfor.RegisterPFor(op_type)(converter)
+
+
+def keras_package():
+    """The Keras package whose layers ``tf.keras`` gives in this TensorFlow.
+
+    That is Keras 2 on TF 2.15, ``tf_keras`` when ``TF_USE_LEGACY_KERAS`` is set, and Keras 3
+    otherwise. The package itself is returned because Keras 3's ``tf.keras`` is a reduced
+    namespace without ``keras.saving``.
+    """
+    return importlib.import_module(tf.keras.layers.Layer.__module__.split(".")[0])

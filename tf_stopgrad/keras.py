@@ -1,0 +1,87 @@
+"""Keras layers around tf_stopgrad's ops: ``StopGradient`` and ``PreventGradient``.
+
+The layers are registered with Keras under the package name ``tf_stopgrad``, so a model
+saved with them (``model.save("model.keras")``) loads back in any process that has run
+``import tf_stopgrad.keras`` first.
+
+They work with the Keras that ``tf.keras`` stands for (Keras 2 on TF 2.15, Keras 3 after),
+on the TensorFlow backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+from . import _compat
+from .ops import prevent_gradient, stop_gradient
+
+_keras = _compat.keras_package()
+
+if _keras.backend.backend() != "tensorflow":
+    raise ImportError(
+        f"tf_stopgrad.keras needs the TensorFlow backend, but Keras is using "
+        f"{_keras.backend.backend()!r}. Set KERAS_BACKEND=tensorflow before importing Keras."
+    )
+
+
+@_keras.saving.register_keras_serializable(package="tf_stopgrad")
+class StopGradient(_keras.layers.Layer):
+    """Passes its inputs through unchanged and lets no gradient flow back through them.
+
+    Everything that produced the layer's inputs gets no gradient from its outputs, as with
+    ``tf.stop_gradient``: use it to freeze a branch of a model inside a larger graph.
+
+    Example:
+      >>> import keras
+      >>> import tf_stopgrad.keras
+      >>> inputs = keras.Input((4,))
+      >>> features = keras.layers.Dense(8)(inputs)
+      >>> outputs = keras.layers.Dense(1)(tf_stopgrad.keras.StopGradient()(features))
+      >>> model = keras.Model(inputs, outputs)  # training never updates the first Dense
+
+    Args:
+      **kwargs: Standard layer arguments such as ``name``.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, inputs: Any) -> Any:
+        return tf.nest.map_structure(stop_gradient, inputs)
+
+
+@_keras.saving.register_keras_serializable(package="tf_stopgrad")
+class PreventGradient(_keras.layers.Layer):
+    """Passes its inputs through unchanged and makes differentiating through them an error.
+
+    Computing a gradient that would flow through the layer raises ``LookupError`` with
+    ``message``, as with ``tf_stopgrad.prevent_gradient``.
+
+    Args:
+      message: Why the gradient is disabled; included in the error. Saved in the config.
+      **kwargs: Standard layer arguments such as ``name``.
+
+    Raises:
+      TypeError: ``message`` is not a string.
+    """
+
+    def __init__(self, message: str = "", **kwargs: Any) -> None:
+        if not isinstance(message, str):
+            raise TypeError(
+                f"PreventGradient: message must be a str, got {type(message).__name__} "
+                f"({message!r})."
+            )
+        super().__init__(**kwargs)
+        self.message = message
+        self.supports_masking = True
+
+    def call(self, inputs: Any) -> Any:
+        return tf.nest.map_structure(
+            lambda value: prevent_gradient(value, message=self.message), inputs
+        )
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "message": self.message}
