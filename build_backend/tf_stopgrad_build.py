@@ -35,7 +35,7 @@ _PROBE = (
 )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _installed_tensorflow(python: tuple[str, ...]) -> str | None:
     """The version of TensorFlow that ``python`` imports, or None."""
     try:

@@ -12,6 +12,7 @@ sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != REPO_ROO
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
+
 import tf_stopgrad  # noqa: E402
 
 if Path(tf_stopgrad.__file__).resolve().parent == REPO_ROOT / "tf_stopgrad":

@@ -65,7 +65,9 @@ def test_variant_tensor_list_passes_through():
     handle = tf.raw_ops.TensorListFromTensor(tensor=elements, element_shape=[2])
 
     def unstack(h):
-        return tf.raw_ops.TensorListStack(input_handle=h, element_shape=[2], element_dtype=tf.float32)
+        return tf.raw_ops.TensorListStack(
+            input_handle=h, element_shape=[2], element_dtype=tf.float32
+        )
 
     for ours, builtin in IMPLEMENTATIONS.values():
         assert ours(handle).dtype == tf.variant
@@ -100,3 +102,15 @@ def test_named_op_in_graph():
     assert out.op.name == "frozen" and out.op.type == tf_stopgrad.STOP_GRADIENT_OP
     assert prevented.op.type == tf_stopgrad.PREVENT_GRADIENT_OP
     assert prevented.op.get_attr("message") == b"why"
+
+
+def test_eager_tensor_captured_by_tf_function_is_staged_into_the_graph():
+    captured = sample(tf.float32, (4,))
+
+    @tf.function
+    def uses_capture():
+        return tf_stopgrad.stop_gradient(captured) + 0.0
+
+    op_types = {op.type for op in uses_capture.get_concrete_function().graph.get_operations()}
+    assert tf_stopgrad.STOP_GRADIENT_OP in op_types
+    assert as_bits(uses_capture()) == as_bits(captured)

@@ -22,7 +22,9 @@ from tensorflow.python.framework import kernels  # noqa: E402
 import tf_stopgrad  # noqa: E402
 
 DEMOS = ("softmax", "em", "rbm", "adversarial")
-KERNEL_DEVICES = {"CPU": "CPU", "GPU": "GPU", "XLA_CPU_JIT": "XLA (CPU)", "XLA_GPU_JIT": "XLA (GPU)"}
+KERNEL_DEVICES = {
+    "CPU": "CPU", "GPU": "GPU", "XLA_CPU_JIT": "XLA (CPU)", "XLA_GPU_JIT": "XLA (GPU)",
+}  # fmt: skip
 
 
 def _buffer_address(tensor: tf.Tensor) -> int:

@@ -18,7 +18,7 @@ from tensorflow.python.util import _pywrap_utils
 try:  # TF >= 2.13 moved the tape controls out of tape.py.
     from tensorflow.python.eager.record import stop_recording
 except ImportError:  # pragma: no cover - older TensorFlow
-    from tensorflow.python.eager.tape import stop_recording
+    from tensorflow.python.eager.tape import stop_recording  # noqa: F401
 
 EagerTensor = _ops.EagerTensor
 CompositeTensor = _composite_tensor.CompositeTensor

@@ -4,6 +4,8 @@ The masking comes from these registrations, so it holds wherever TensorFlow diff
 eager tapes, ``tf.function``, ``tf.compat.v1.gradients``, higher-order and forward mode.
 """
 
+import contextlib
+
 import tensorflow as tf
 
 from .ops import PREVENT_GRADIENT_OP, STOP_GRADIENT_OP
@@ -28,7 +30,5 @@ def register() -> None:
         (STOP_GRADIENT_OP, _stop_gradient_grad),
         (PREVENT_GRADIENT_OP, _prevent_gradient_grad),
     ):
-        try:
+        with contextlib.suppress(KeyError):  # Registered already by an earlier load.
             tf.RegisterGradient(op_type)(gradient)
-        except KeyError:  # Already registered by an earlier load of this module.
-            pass

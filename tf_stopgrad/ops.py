@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 import tensorflow as tf
 
@@ -21,7 +21,7 @@ _ACCEPTED = (
 )
 
 
-def stop_gradient(input: TensorLike, name: Optional[str] = None) -> TensorLike:  # noqa: A002
+def stop_gradient(input: TensorLike, name: str | None = None) -> TensorLike:  # noqa: A002
     """Returns ``input`` unchanged, and treats it as a constant when gradients are computed.
 
     Going forward the op is an identity: the result shares the input's buffer, whatever
@@ -79,7 +79,7 @@ def stop_gradient(input: TensorLike, name: Optional[str] = None) -> TensorLike: 
 def prevent_gradient(
     input: TensorLike,  # noqa: A002
     message: str = "",
-    name: Optional[str] = None,
+    name: str | None = None,
 ) -> TensorLike:
     """Returns ``input`` unchanged, and makes differentiating through it an error.
 
@@ -140,7 +140,7 @@ def _is_composite(value: Any) -> bool:
     return isinstance(value, _compat.CompositeTensor) and not _compat.is_resource_variable(value)
 
 
-def _convert_errors(op_wrapper, api_name: str, input: Any, name: Optional[str], **attrs: Any):  # noqa: A002
+def _convert_errors(op_wrapper, api_name: str, input: Any, name: str | None, **attrs: Any):  # noqa: A002
     """Call a generated op wrapper; explain conversion failures in the same exception type."""
     try:
         return op_wrapper(input, name=name, **attrs)
