@@ -1,0 +1,293 @@
+"""Numerically stable softmax: shift the logits by their maximum, held constant.
+
+Softmax is unchanged by subtracting the same number from every logit. Subtracting the
+maximum keeps ``exp`` from overflowing, and because the result does not depend on the shift,
+its gradient through ``reduce_max`` is zero anyway. Passing the maximum through
+``tf_stopgrad.stop_gradient`` says so to autodiff, which then skips that branch: the values
+and gradients stay equal to ``tf.nn.softmax`` and the backward graph gets smaller.
+
+Run ``python examples/softmax.py [--plot ops.png]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from typing import Any, Callable
+
+import numpy as np
+import tensorflow as tf
+
+import tf_stopgrad
+
+SoftmaxFn = Callable[[tf.Tensor], tf.Tensor]
+
+# Largest accepted difference from tf.nn.softmax, for values and gradients (float32).
+TOLERANCE = 1e-6
+
+
+def stable_softmax(logits: tf.Tensor) -> tf.Tensor:
+    """Softmax over the last axis, shifted by the maximum logit, which is held constant.
+
+    Args:
+      logits: A float tensor; softmax is taken over its last axis.
+
+    Returns:
+      A tensor of the same shape whose last axis sums to one.
+    """
+    shift = tf_stopgrad.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))
+    exps = tf.exp(logits - shift)
+    return exps / tf.reduce_sum(exps, axis=-1, keepdims=True)
+
+
+def shifted_softmax_without_stop_gradient(logits: tf.Tensor) -> tf.Tensor:
+    """The same shift as :func:`stable_softmax`, but autodiff differentiates through it.
+
+    Args:
+      logits: A float tensor; softmax is taken over its last axis.
+
+    Returns:
+      The same values as :func:`stable_softmax`.
+    """
+    shift = tf.reduce_max(logits, axis=-1, keepdims=True)
+    exps = tf.exp(logits - shift)
+    return exps / tf.reduce_sum(exps, axis=-1, keepdims=True)
+
+
+def naive_softmax(logits: tf.Tensor) -> tf.Tensor:
+    """Softmax straight from the definition, without a shift; overflows for large logits.
+
+    Args:
+      logits: A float tensor; softmax is taken over its last axis.
+
+    Returns:
+      A tensor of the same shape (NaN where ``exp`` overflowed).
+    """
+    exps = tf.exp(logits)
+    return exps / tf.reduce_sum(exps, axis=-1, keepdims=True)
+
+
+def softmax_and_gradient(
+    softmax: SoftmaxFn, logits: tf.Tensor, output_weights: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Evaluates ``softmax`` and the gradient of a weighted sum of its outputs.
+
+    A plain sum of probabilities is always one and would have a zero gradient, so the
+    outputs are weighted to get a gradient worth comparing.
+
+    Args:
+      softmax: The softmax implementation to evaluate.
+      logits: Input logits.
+      output_weights: Weights of the outputs in the scalar being differentiated; same shape.
+
+    Returns:
+      The probabilities and the gradient with respect to ``logits``.
+    """
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        probabilities = softmax(logits)
+        objective = tf.reduce_sum(output_weights * probabilities)
+    return probabilities, tape.gradient(objective, logits)
+
+
+def count_graph_ops(softmax: SoftmaxFn, shape: tuple[int, ...], with_gradient: bool) -> int:
+    """Counts the operations in a traced ``tf.function`` that evaluates ``softmax``.
+
+    Args:
+      softmax: The softmax implementation to trace.
+      shape: Shape of the float32 logits.
+      with_gradient: Trace the forward pass and its gradient, instead of the forward pass alone.
+
+    Returns:
+      The number of operations in the traced graph.
+    """
+    spec = tf.TensorSpec(shape, tf.float32)
+    if with_gradient:
+        traced = tf.function(lambda logits, weights: softmax_and_gradient(softmax, logits, weights))
+        concrete = traced.get_concrete_function(spec, spec)
+    else:
+        concrete = tf.function(softmax).get_concrete_function(spec)
+    return len(concrete.graph.get_operations())
+
+
+@dataclasses.dataclass
+class CaseResult:
+    """How :func:`stable_softmax` compares with ``tf.nn.softmax`` on one set of logits."""
+
+    name: str
+    max_value_error: float
+    max_gradient_error: float
+    finite: bool
+    naive_finite: bool
+
+
+@dataclasses.dataclass
+class SoftmaxFigures:
+    """Everything the softmax example measures."""
+
+    cases: list[CaseResult]
+    forward_ops_with_stop: int
+    forward_ops_without_stop: int
+    gradient_ops_with_stop: int
+    gradient_ops_without_stop: int
+
+
+def example_logits(batch: int, classes: int, seed: int) -> dict[str, np.ndarray]:
+    """Builds the logits the example checks.
+
+    Args:
+      batch: Rows of logits per case.
+      classes: Logits per row (at least 3).
+      seed: Seed of the random logits.
+
+    Returns:
+      ``ordinary`` (unit-scale logits), ``large`` (around 1e4, where exp overflows float32),
+      and ``tied_max`` (each row's maximum appears three times).
+    """
+    rng = np.random.default_rng(seed)
+    ordinary = rng.normal(size=(batch, classes)).astype(np.float32)
+    large = (1e4 + 3.0 * rng.normal(size=(batch, classes))).astype(np.float32)
+    tied_max = rng.normal(size=(batch, classes)).astype(np.float32)
+    tied_max[:, :3] = tied_max.max(axis=-1, keepdims=True) + 1.0
+    return {"ordinary": ordinary, "large": large, "tied_max": tied_max}
+
+
+def run(batch: int = 8, classes: int = 10, seed: int = 0) -> SoftmaxFigures:
+    """Compares :func:`stable_softmax` with ``tf.nn.softmax`` and counts graph sizes.
+
+    Args:
+      batch: Rows of logits per case.
+      classes: Logits per row (at least 3).
+      seed: Seed of the random logits and output weights.
+
+    Returns:
+      The errors against the reference per case and the op counts of the traced graphs.
+    """
+    output_weights = tf.constant(
+        np.random.default_rng(seed + 1).normal(size=(batch, classes)), tf.float32
+    )
+    cases = []
+    for name, logits in example_logits(batch, classes, seed).items():
+        logits = tf.constant(logits)
+        values, gradient = softmax_and_gradient(stable_softmax, logits, output_weights)
+        reference_values, reference_gradient = softmax_and_gradient(
+            tf.nn.softmax, logits, output_weights
+        )
+        naive_values, naive_gradient = softmax_and_gradient(naive_softmax, logits, output_weights)
+        cases.append(
+            CaseResult(
+                name=name,
+                max_value_error=float(tf.reduce_max(tf.abs(values - reference_values))),
+                max_gradient_error=float(tf.reduce_max(tf.abs(gradient - reference_gradient))),
+                finite=bool(
+                    tf.reduce_all(tf.math.is_finite(values))
+                    and tf.reduce_all(tf.math.is_finite(gradient))
+                ),
+                naive_finite=bool(
+                    tf.reduce_all(tf.math.is_finite(naive_values))
+                    and tf.reduce_all(tf.math.is_finite(naive_gradient))
+                ),
+            )
+        )
+    shape = (batch, classes)
+    return SoftmaxFigures(
+        cases=cases,
+        forward_ops_with_stop=count_graph_ops(stable_softmax, shape, with_gradient=False),
+        forward_ops_without_stop=count_graph_ops(
+            shifted_softmax_without_stop_gradient, shape, with_gradient=False
+        ),
+        gradient_ops_with_stop=count_graph_ops(stable_softmax, shape, with_gradient=True),
+        gradient_ops_without_stop=count_graph_ops(
+            shifted_softmax_without_stop_gradient, shape, with_gradient=True
+        ),
+    )
+
+
+# Small settings for --quick (tests and CI); the defaults of run() are the full example.
+QUICK_SETTINGS: dict[str, Any] = {"batch": 4, "classes": 5}
+
+
+def failures(figures: SoftmaxFigures) -> list[str]:
+    """Lists the success criteria the figures miss (empty when all hold).
+
+    Args:
+      figures: The result of :func:`run`.
+
+    Returns:
+      One message per missed criterion.
+    """
+    missed = []
+    for case in figures.cases:
+        if not case.finite:
+            missed.append(f"{case.name}: stable softmax is not finite")
+        if case.max_value_error > TOLERANCE or case.max_gradient_error > TOLERANCE:
+            missed.append(f"{case.name}: differs from tf.nn.softmax by more than {TOLERANCE}")
+    large = next(case for case in figures.cases if case.name == "large")
+    if large.naive_finite:
+        missed.append("large: the naive softmax was expected to overflow but did not")
+    if figures.gradient_ops_with_stop >= figures.gradient_ops_without_stop:
+        missed.append("the backward graph with stop_gradient is not smaller")
+    return missed
+
+
+def save_plot(figures: SoftmaxFigures, path: str) -> None:
+    """Saves a bar chart of the backward-pass op counts with and without stop_gradient."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    backward = [
+        figures.gradient_ops_with_stop - figures.forward_ops_with_stop,
+        figures.gradient_ops_without_stop - figures.forward_ops_without_stop,
+    ]
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.bar(["stop_gradient(max)", "plain max"], backward, color=["tab:green", "tab:gray"])
+    ax.set_ylabel("ops added by the gradient")
+    ax.set_title("Stable softmax: backward graph size")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the example from the command line.
+
+    Args:
+      argv: Command-line arguments without the program name (``sys.argv[1:]`` if None).
+
+    Returns:
+      0 if every success criterion holds, else 1.
+    """
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plot", metavar="FILE.png", help="save a bar chart of op counts")
+    parser.add_argument("--quick", action="store_true", help="small settings for tests and CI")
+    args = parser.parse_args(argv)
+
+    figures = run(**QUICK_SETTINGS) if args.quick else run()
+    for case in figures.cases:
+        print(
+            f"{case.name:>9}: max |p - tf.nn.softmax| = {case.max_value_error:.2e}, "
+            f"max |grad - reference| = {case.max_gradient_error:.2e}, finite: {case.finite}, "
+            f"naive softmax finite: {case.naive_finite}"
+        )
+    print(
+        f"graph ops, forward only:  {figures.forward_ops_with_stop} with stop_gradient, "
+        f"{figures.forward_ops_without_stop} without"
+    )
+    print(
+        f"graph ops, with gradient: {figures.gradient_ops_with_stop} with stop_gradient, "
+        f"{figures.gradient_ops_without_stop} without"
+    )
+    if args.plot:
+        save_plot(figures, args.plot)
+        print(f"plot saved to {args.plot}")
+    missed = failures(figures)
+    for message in missed:
+        print(f"FAILED: {message}", file=sys.stderr)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
