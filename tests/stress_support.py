@@ -61,7 +61,8 @@ class Finished:
         else:
             status = f"exited with {self.returncode}"
         tail = "\n".join(self.stderr.splitlines()[-40:])
-        return f"{' '.join(self.args)} {status}\n--- stdout ---\n{self.stdout}\n--- stderr ---\n{tail}"
+        command = " ".join(self.args)
+        return f"{command} {status}\n--- stdout ---\n{self.stdout}\n--- stderr ---\n{tail}"
 
     def records(self) -> list[dict]:
         """The JSON objects a worker printed, one a line."""

@@ -69,8 +69,9 @@ def arrays_of(draw, dtype):
     """A NumPy array holding a value of ``dtype`` (quantized ones in their storage type)."""
     shape = draw(array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=6))
     if dtype == tf.string:
-        items = draw(st.lists(STRING_ELEMENTS, min_size=int(np.prod(shape)),
-                              max_size=int(np.prod(shape))))
+        items = draw(
+            st.lists(STRING_ELEMENTS, min_size=int(np.prod(shape)), max_size=int(np.prod(shape)))
+        )
         return np.array(items, dtype=object).reshape(shape)
     if dtype == tf.bool:
         return draw(arrays(np.bool_, shape))
@@ -124,8 +125,11 @@ def all_four(x, message):
 def messages_in_graph(function, x, message):
     """The message attributes of ours and of the built-in PreventGradient in the traced graph."""
     graph = function.get_concrete_function(x, message).graph
-    by_type = {op.type: op.get_attr("message") for op in graph.get_operations()
-               if op.type in (tf_stopgrad.PREVENT_GRADIENT_OP, "PreventGradient")}
+    by_type = {
+        op.type: op.get_attr("message")
+        for op in graph.get_operations()
+        if op.type in (tf_stopgrad.PREVENT_GRADIENT_OP, "PreventGradient")
+    }
     return by_type[tf_stopgrad.PREVENT_GRADIENT_OP], by_type["PreventGradient"]
 
 
@@ -133,8 +137,12 @@ def test_any_value_passes_through_bit_for_bit_like_the_builtin():
     shared_function = tf.function(all_four, reduce_retracing=True)
     tried = []
 
-    @settings(max_examples=MAX_EXAMPLES, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=MAX_EXAMPLES,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(value=fuzzed_inputs(), mode=st.sampled_from(MODES), message=MESSAGES)
     def ours_equals_builtin_and_input(value, mode, message):
         dtype, array, kind = value
@@ -153,6 +161,8 @@ def test_any_value_passes_through_bit_for_bit_like_the_builtin():
             assert ours_message == builtin_message
 
     ours_equals_builtin_and_input()
-    report(f"fuzz: {len(tried)} examples tried (max_examples={MAX_EXAMPLES}); "
-           f"{len({d for d, _, _ in tried})} dtypes, kinds {sorted({k for _, k, _ in tried})}")
+    report(
+        f"fuzz: {len(tried)} examples tried (max_examples={MAX_EXAMPLES}); "
+        f"{len({d for d, _, _ in tried})} dtypes, kinds {sorted({k for _, k, _ in tried})}"
+    )
     assert len(tried) >= MAX_EXAMPLES

@@ -20,14 +20,20 @@ FUZZED_STRUCTURES = scaled(short=200, long=2_000)
 
 @pytest.fixture(scope="module")
 def worker_run(tmp_path_factory):
-    finished = run_worker("malformed_inputs", str(FUZZED_STRUCTURES),
-                          cwd=tmp_path_factory.mktemp("malformed"), timeout=900)
+    finished = run_worker(
+        "malformed_inputs",
+        str(FUZZED_STRUCTURES),
+        cwd=tmp_path_factory.mktemp("malformed"),
+        timeout=900,
+    )
     records = finished.records()
     started = [r for r in records if r["kind"] == "started"]
     if finished.returncode < 0 and started:
         last = started[-1]
-        pytest.fail(f"the worker crashed during {last['case']!r}, {last['op']}, {last['mode']}:\n"
-                    f"{finished.describe()}")
+        pytest.fail(
+            f"the worker crashed during {last['case']!r}, {last['op']}, {last['mode']}:\n"
+            f"{finished.describe()}"
+        )
     assert_not_crashed(finished)
     assert finished.returncode == 0, finished.describe()
     return records
@@ -57,7 +63,9 @@ def test_prevent_gradient_message_has_the_builtins_outcome(case, mode, worker_ru
 
 def test_fuzzed_nested_structures_have_the_builtins_outcome(worker_run):
     (fuzz,) = [r for r in worker_run if r["kind"] == "fuzz"]
-    report(f"malformed: {fuzz['examples']} fuzzed nested structures, "
-           f"{len(fuzz['mismatches'])} outcome mismatches")
+    report(
+        f"malformed: {fuzz['examples']} fuzzed nested structures, "
+        f"{len(fuzz['mismatches'])} outcome mismatches"
+    )
     assert fuzz["examples"] >= FUZZED_STRUCTURES
     assert fuzz["mismatches"] == []

@@ -44,15 +44,21 @@ def huge_results(tmp_path_factory):
     with exclusive("huge-tensors"):
         needed = max(size_of(spec) for spec in HUGE_TENSORS) + HEADROOM
         skip_unless_available_ram(needed, "the huge-tensor tests")
-        finished = run_worker("huge_tensors", json.dumps(HUGE_TENSORS),
-                              cwd=tmp_path_factory.mktemp("huge"), timeout=1200)
+        finished = run_worker(
+            "huge_tensors",
+            json.dumps(HUGE_TENSORS),
+            cwd=tmp_path_factory.mktemp("huge"),
+            timeout=1200,
+        )
     assert_not_crashed(finished)
     assert finished.returncode == 0, finished.describe()
     records = finished.records()
     for record in records:
         if record["kind"] == "created":
-            report(f"huge: made {record['tensor']} ({record['bytes'] / GIB:.3f} GiB) in "
-                   f"{record['seconds']:.1f} s")
+            report(
+                f"huge: made {record['tensor']} ({record['bytes'] / GIB:.3f} GiB) in "
+                f"{record['seconds']:.1f} s"
+            )
         elif record["kind"] == "peak":
             report(f"huge: worker peak RSS {record['peak_rss'] / GIB:.2f} GiB")
     return {
@@ -68,9 +74,11 @@ def huge_results(tmp_path_factory):
 def test_huge_tensor_passes_through_without_copy(spec, op, mode, huge_results):
     ours = huge_results[spec["name"], op, mode, "ours"]
     builtin = huge_results[spec["name"], op, mode, "built-in"]
-    report(f"huge: {spec['name']}, {op}, {mode}: ours {ours['seconds'] * 1e3:.1f} ms, RSS "
-           f"{ours['rss_growth'] / MIB:+.1f} MiB; built-in {builtin['seconds'] * 1e3:.1f} ms, "
-           f"RSS {builtin['rss_growth'] / MIB:+.1f} MiB")
+    report(
+        f"huge: {spec['name']}, {op}, {mode}: ours {ours['seconds'] * 1e3:.1f} ms, RSS "
+        f"{ours['rss_growth'] / MIB:+.1f} MiB; built-in {builtin['seconds'] * 1e3:.1f} ms, "
+        f"RSS {builtin['rss_growth'] / MIB:+.1f} MiB"
+    )
     assert ours["aliased"], "the output does not share the input's buffer"
     assert (ours["dtype"], ours["shape"]) == (spec["dtype"], spec["shape"])
     assert (builtin["dtype"], builtin["shape"]) == (spec["dtype"], spec["shape"])

@@ -115,7 +115,8 @@ def test_repeated_calls_do_not_grow_memory_or_leak_tensors(workload, one_mib_ten
     builtin_growth = growth_over(builtin, one_mib_tensor, calls)
     ours_growth = growth_over(ours, one_mib_tensor, calls)
 
-    report(f"memory: {workload}, {calls} calls on 1 MiB: ours {ours_growth}; "
-           f"built-in {builtin_growth}")
+    report(
+        f"memory: {workload}, {calls} calls on 1 MiB: ours {ours_growth}; built-in {builtin_growth}"
+    )
     assert ours_growth.rss < RSS_LIMIT
     assert ours_growth.eager_tensors == 0

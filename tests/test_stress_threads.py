@@ -91,12 +91,14 @@ def test_eight_threads_get_bit_identical_outputs_and_no_errors(inputs, frequent_
             try:
                 check_one_call(mode, x, expected, shared_function)
             except BaseException as error:  # noqa: BLE001 - every failure is reported below
-                failures.append(f"thread {thread}, call {i}, {mode}, {x.dtype.name} "
-                                f"{tuple(x.shape)}: {type(error).__name__}: {error}")
+                failures.append(
+                    f"thread {thread}, call {i}, {mode}, {x.dtype.name} "
+                    f"{tuple(x.shape)}: {type(error).__name__}: {error}"
+                )
                 return
             completed[thread] += 1
 
-    threads = [threading.Thread(target=worker, args=(t,), name=f"stress-{t}") for t in range(THREADS)]
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
     began = time.perf_counter()
     for thread in threads:
         thread.start()

@@ -72,22 +72,36 @@ def main(specs):
         began = time.perf_counter()
         x = make(dtype, shape)
         positions = marked_positions(x.shape.num_elements())
-        emit(kind="created", tensor=spec["name"], seconds=time.perf_counter() - began,
-             bytes=x.shape.num_elements() * dtype.size, rss=rss())
+        emit(
+            kind="created",
+            tensor=spec["name"],
+            seconds=time.perf_counter() - began,
+            bytes=x.shape.num_elements() * dtype.size,
+            rss=rss(),
+        )
         expected_values = values_at(x, positions)
         for op, implementations in OPS.items():
             for implementation, eager_call in implementations.items():
-                for mode, call in (("eager", eager_call), ("tf.function", FUNCTIONS[op, implementation])):
+                function = FUNCTIONS[op, implementation]
+                for mode, call in (("eager", eager_call), ("tf.function", function)):
                     rss_before = rss()
                     began = time.perf_counter()
                     out = call(x)
                     seconds = time.perf_counter() - began
                     rss_growth = rss() - rss_before
-                    emit(kind="result", tensor=spec["name"], op=op, mode=mode,
-                         implementation=implementation, seconds=seconds, rss_growth=rss_growth,
-                         dtype=out.dtype.name, shape=list(out.shape),
-                         aliased=address(out) == address(x),
-                         values_match=values_at(out, positions) == expected_values)
+                    emit(
+                        kind="result",
+                        tensor=spec["name"],
+                        op=op,
+                        mode=mode,
+                        implementation=implementation,
+                        seconds=seconds,
+                        rss_growth=rss_growth,
+                        dtype=out.dtype.name,
+                        shape=list(out.shape),
+                        aliased=address(out) == address(x),
+                        values_match=values_at(out, positions) == expected_values,
+                    )
                     del out
         del x
     emit(kind="peak", peak_rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)

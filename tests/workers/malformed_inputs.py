@@ -45,16 +45,19 @@ INPUTS = {
     "NumPy structured array": lambda: np.zeros(2, dtype=[("a", "i4"), ("b", "f4")]),
     "NumPy datetime64 array": lambda: np.array(["2020-01-01"], dtype="datetime64[D]"),
     "SparseTensor with indices out of bounds": lambda: sparse([[0, 0], [5, 5]], [1.0, 2.0], [2, 2]),
-    "SparseTensor with negative, unsorted, duplicate indices":
-        lambda: sparse([[1, 1], [-1, 0], [1, 1]], [1.0, 2.0, 3.0], [2, 2]),
+    "SparseTensor with negative, unsorted, duplicate indices": lambda: sparse(
+        [[1, 1], [-1, 0], [1, 1]], [1.0, 2.0, 3.0], [2, 2]
+    ),
     "RaggedTensor with decreasing row_splits": lambda: ragged([0, 5, 2]),
     "RaggedTensor with row_splits past its values": lambda: ragged([0, 1, 9]),
     "RaggedTensor with a negative first split": lambda: ragged([-4, 1, 3]),
     "RaggedTensor with empty row_splits": lambda: ragged(tf.zeros([0], tf.int64)),
-    "RaggedTensor with negative row_lengths":
-        lambda: tf.RaggedTensor.from_row_lengths([1, 2, 3], row_lengths=[5, -1], validate=False),
-    "IndexedSlices with more indices than values":
-        lambda: tf.IndexedSlices(tf.ones([2, 3]), tf.constant([0, 7, 9]), tf.constant([1, 3])),
+    "RaggedTensor with negative row_lengths": lambda: tf.RaggedTensor.from_row_lengths(
+        [1, 2, 3], row_lengths=[5, -1], validate=False
+    ),
+    "IndexedSlices with more indices than values": lambda: tf.IndexedSlices(
+        tf.ones([2, 3]), tf.constant([0, 7, 9]), tf.constant([1, 3])
+    ),
 }
 
 # Message cases for prevent_gradient, applied to a valid tensor.
@@ -92,7 +95,10 @@ def builtin(op, value, message=""):
 
 def component_bits(tensor):
     array = np.asarray(tensor.numpy(), dtype=object if tensor.dtype == tf.string else None)
-    payload = [bytes(b).hex() for b in array.ravel()] if array.dtype == object else array.tobytes().hex()
+    if array.dtype == object:
+        payload = [bytes(item).hex() for item in array.ravel()]
+    else:
+        payload = array.tobytes().hex()
     return [tensor.dtype.name, list(tensor.shape), payload]
 
 
@@ -103,7 +109,7 @@ def outcome(call):
     except Exception as error:  # noqa: BLE001 - the type is the outcome
         return {"raised": type(error).__name__}
     components = tf.nest.flatten(result, expand_composites=True)
-    return {"returned": type(result).__name__, "components": [component_bits(c) for c in components]}
+    return {"returned": type(result).__name__, "components": list(map(component_bits, components))}
 
 
 def in_mode(mode, call):
@@ -116,9 +122,14 @@ def emit(**record):
 
 def compare(kind, case, op, mode, value, message=""):
     emit(kind="started", case=case, op=op, mode=mode)
-    emit(kind=kind, case=case, op=op, mode=mode,
-         ours=outcome(in_mode(mode, lambda: ours(op, value, message))),
-         builtin=outcome(in_mode(mode, lambda: builtin(op, value, message))))
+    emit(
+        kind=kind,
+        case=case,
+        op=op,
+        mode=mode,
+        ours=outcome(in_mode(mode, lambda: ours(op, value, message))),
+        builtin=outcome(in_mode(mode, lambda: builtin(op, value, message))),
+    )
 
 
 def fuzz_nested_structures(examples):
@@ -138,16 +149,23 @@ def fuzz_nested_structures(examples):
     )
     tried, mismatches = [], []
 
-    @settings(max_examples=examples, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
     @given(value=nested, op=st.sampled_from(OPS))
     def same_outcome(value, op):
         tried.append(1)
         ours_outcome = outcome(lambda: ours(op, value))
         builtin_outcome = outcome(lambda: builtin(op, value))
         if ours_outcome != builtin_outcome:
-            mismatches.append({"value": repr(value)[:200], "op": op,
-                               "ours": ours_outcome, "builtin": builtin_outcome})
+            mismatches.append(
+                {
+                    "value": repr(value)[:200],
+                    "op": op,
+                    "ours": ours_outcome,
+                    "builtin": builtin_outcome,
+                }
+            )
 
     same_outcome()
     emit(kind="fuzz", examples=len(tried), mismatches=mismatches[:20])
