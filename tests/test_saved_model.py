@@ -86,7 +86,8 @@ def small_model(stop_layer: keras.layers.Layer) -> keras.Model:
 
 @pytest.fixture(scope="module")
 def saved_models(tmp_path_factory):
-    """Keras models: the plugin one that is saved and its built-in twin with equal weights."""
+    """Saves the plugin module and Keras model; returns their directory and the Keras model's
+    built-in twin, which has the same weights."""
     workdir = tmp_path_factory.mktemp("saved_model")
     tf.saved_model.save(plugin_module(), str(workdir / "module"))
     keras.utils.set_random_seed(3)
