@@ -1,0 +1,95 @@
+"""The C++ client API: a plain program using tf_stopgrad/stop_gradient.h builds, links and
+behaves like TensorFlow's own C++ StopGradient and PreventGradient (tests/cpp/)."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_stopgrad
+
+PROGRAM = Path(__file__).parent / "cpp" / "client_api_check.cc"
+MESSAGE = "labels are sampled, not learned"  # the message client_api_check.cc passes
+INPUT = [3.0, -1.5, 0.25, 8.0]  # the constant client_api_check.cc builds
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ on PATH")
+
+
+def compile_command(source, output):
+    # TensorFlow's headers go in as system headers, so only warnings in our code count.
+    tf_flags = [
+        "-isystem" + flag[2:] if flag.startswith("-I") else flag
+        for flag in tf.sysconfig.get_compile_flags()
+    ]
+    tf_lib = tf.sysconfig.get_lib()
+    op_library = tf_stopgrad.library_path()
+    return [
+        "g++", *tf_flags, "-I", tf_stopgrad.include_dir(), "-Wall", "-Wextra", "-Werror",
+        str(source), "-o", str(output),
+        # --as-needed (the default on some distributions) keeps a library only if the
+        # program references it: the op library must be referenced through the header.
+        "-Wl,--as-needed", op_library,
+        os.path.join(tf_lib, "libtensorflow_cc.so.2"),
+        os.path.join(tf_lib, "libtensorflow_framework.so.2"),
+        f"-Wl,-rpath,{os.path.dirname(op_library)}:{tf_lib}",
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def program_output(tmp_path_factory):
+    """`label: value` lines the compiled program prints, as a dict."""
+    workdir = tmp_path_factory.mktemp("cpp_client")
+    executable = workdir / "client_api_check"
+    compiled = subprocess.run(
+        compile_command(PROGRAM, executable),
+        cwd=workdir, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert compiled.returncode == 0, compiled.stderr[-5000:]
+    ran = subprocess.run(
+        [str(executable)],
+        cwd=workdir, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr[-3000:]
+    return dict(line.split(": ", 1) for line in ran.stdout.splitlines() if ": " in line)
+
+
+def values(text):
+    return np.array([float(v) for v in text.split()], dtype=np.float32)
+
+
+def test_program_builds_nodes_of_our_op_types(program_output):
+    assert program_output["stop_op_type"] == tf_stopgrad.STOP_GRADIENT_OP
+    assert program_output["prevent_op_type"] == tf_stopgrad.PREVENT_GRADIENT_OP
+    assert program_output["prevent_message_attr"] == MESSAGE
+    assert program_output["graph"] == "ok"
+
+
+@pytest.mark.parametrize("op", ["stop", "prevent"])
+def test_forward_is_the_input_like_builtin(program_output, op):
+    np.testing.assert_array_equal(values(program_output["input"]), INPUT)
+    np.testing.assert_array_equal(values(program_output[f"{op}_forward"]), INPUT)
+    np.testing.assert_array_equal(
+        values(program_output[f"{op}_forward"]), values(program_output[f"builtin_{op}_forward"])
+    )
+
+
+def test_symbolic_gradient_of_stopped_product_is_the_input_like_builtin(program_output):
+    # d/dx sum(stop(x) * x) = stop(x) = x: AddSymbolicGradients must not differentiate stop(x).
+    np.testing.assert_array_equal(values(program_output["stop_gradient"]), INPUT)
+    np.testing.assert_array_equal(
+        values(program_output["stop_gradient"]), values(program_output["builtin_stop_gradient"])
+    )
+
+
+def test_symbolic_gradient_through_prevent_gradient_fails_with_its_message(program_output):
+    status = program_output["prevent_gradient"]
+    assert status.startswith("INVALID_ARGUMENT")
+    assert MESSAGE in status
+    assert tf_stopgrad.PREVENT_GRADIENT_OP in status
+    # The built-in refuses too, but only because TensorFlow registers no C++ gradient for it.
+    assert program_output["builtin_prevent_gradient"].startswith("NOT_FOUND: No gradient defined")
