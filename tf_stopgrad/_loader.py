@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.resources
 import os
+import struct
 import types
 from typing import Any
 
@@ -78,10 +79,58 @@ def load_op_library() -> types.ModuleType:
     remedy = f"Reinstall tf_stopgrad: {rebuild_command(info)}"
     if not os.path.isfile(path):
         raise ImportError(f"tf_stopgrad's op library is missing: {path} does not exist. {remedy}")
+    truncation = _truncation(path)
+    if truncation:
+        raise ImportError(f"tf_stopgrad's op library {path} is damaged: {truncation}. {remedy}")
     try:
-        return tf.load_op_library(path)
+        module = tf.load_op_library(path)
     except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError, OSError) as error:
         raise ImportError(
             f"TensorFlow {tf.__version__} could not load tf_stopgrad's op library {path}: "
             f"{error}. {remedy}"
         ) from error
+    if not all(hasattr(module, name) for name in _OP_WRAPPERS):
+        raise ImportError(
+            f"{path} loaded, but it does not define the ops {info['stop_gradient_op']} and "
+            f"{info['prevent_gradient_op']}: it is not tf_stopgrad's op library. {remedy}"
+        )
+    return module
+
+
+# The Python wrappers tf.load_op_library generates for the two ops (ops.py calls them).
+_OP_WRAPPERS = ("tf_stopgrad_stop_gradient", "tf_stopgrad_prevent_gradient")
+
+
+def _truncation(path: str) -> str | None:
+    """Why the ELF file at ``path`` is shorter than its own headers say, or None.
+
+    dlopen maps a truncated library without complaint, then dies of SIGBUS touching the
+    missing pages, so TensorFlow must not be handed one. Files that are not ELF at all are
+    left to dlopen, which rejects them with an error.
+    """
+    with open(path, "rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        ident = file.read(16)
+        if len(ident) < 16 or ident[:4] != b"\x7fELF" or not {ident[4], ident[5]} <= {1, 2}:
+            return None
+        is_64_bit, order = ident[4] == 2, "<" if ident[5] == 1 else ">"
+        header_format = order + ("HHIQQQIHHHHHH" if is_64_bit else "HHIIIIIHHHHHH")
+        header = file.read(struct.calcsize(header_format))
+        if len(header) < struct.calcsize(header_format):
+            return f"the file ends inside its ELF header, after {size} bytes"
+        _, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, _ = struct.unpack(
+            header_format, header
+        )
+        ends = {
+            "the section header table": shoff + shnum * shentsize,
+            "the program header table": phoff + phnum * phentsize,
+        }
+        segment_format = order + ("IIQQQQQQ" if is_64_bit else "IIIIIIII")
+        if phoff + phnum * phentsize <= size and phentsize >= struct.calcsize(segment_format):
+            for index in range(phnum):
+                file.seek(phoff + index * phentsize)
+                fields = struct.unpack(segment_format, file.read(struct.calcsize(segment_format)))
+                offset, file_size = (fields[2], fields[5]) if is_64_bit else (fields[1], fields[4])
+                ends[f"segment {index}"] = offset + file_size
+    beyond = [f"{part} ends at byte {end}" for part, end in ends.items() if end > size]
+    return f"it is truncated: {beyond[0]}, but the file has {size} bytes" if beyond else None
