@@ -1,0 +1,172 @@
+"""Loading: concurrent fresh imports, repeated loads, and damaged installs give clear errors.
+
+Every scenario runs tests/workers/load_and_use.py in fresh Python processes. The damaged
+installs are temporary copies of the installed package, found first through PYTHONPATH; each
+is damaged in one way, and importing it must raise ImportError with the rebuild command,
+never crash.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+from stress_support import assert_not_crashed, finish, report, run_worker, start_python
+from workers.load_and_use import RELOAD_ACTIONS
+
+import tf_stopgrad
+
+pytestmark = pytest.mark.stress
+
+WORKER = str(Path(__file__).resolve().parent / "workers" / "load_and_use.py")
+INSTALLED_PACKAGE = Path(tf_stopgrad.__file__).resolve().parent
+LIBRARY = Path(tf_stopgrad.library_path()).name
+CONCURRENT_PROCESSES = 8
+TIMEOUT = 900
+REINSTALL = re.escape("pip install --force-reinstall --no-deps --no-cache-dir")
+
+
+def the_library(package: Path) -> Path:
+    return package / LIBRARY
+
+
+def leave_intact(package):
+    pass
+
+
+def overwrite_with_random_bytes(package):
+    size = the_library(package).stat().st_size
+    the_library(package).write_bytes(random.Random(0).randbytes(size))
+
+
+def truncate_to_half(package):
+    data = the_library(package).read_bytes()
+    the_library(package).write_bytes(data[: len(data) // 2])
+
+
+def truncate_by_one_byte(package):
+    data = the_library(package).read_bytes()
+    the_library(package).write_bytes(data[:-1])
+
+
+def empty(package):
+    the_library(package).write_bytes(b"")
+
+
+def replace_with_another_shared_library(package):
+    (build_info_extension,) = package.glob("_build_info*.so")
+    shutil.copyfile(build_info_extension, the_library(package))
+
+
+def delete(package):
+    the_library(package).unlink()
+
+
+def fake_build_record_for_tensorflow_2_14(package):
+    """Replace the compiled build record with a Python one claiming TensorFlow 2.14.0."""
+    for extension in package.glob("_build_info*.so"):
+        extension.unlink()
+    record = dict(tf_stopgrad.build_info(), tf_version="2.14.0")
+    text = "".join(f"{key} = {value!r}\n" for key, value in record.items())
+    (package / "_build_info.py").write_text(text)
+
+
+def could_not_load(reason):
+    return rf"could not load tf_stopgrad's op library \S+: .*{reason}.*{REINSTALL}"
+
+
+DAMAGES = {  # how the copy is damaged: (damage, the ImportError expected, None for success)
+    "intact copy (control)": (leave_intact, None),
+    "library overwritten with random bytes": (
+        overwrite_with_random_bytes,
+        could_not_load("invalid ELF header"),
+    ),
+    "library truncated to half": (truncate_to_half, rf"is damaged: it is truncated.*{REINSTALL}"),
+    "library truncated by one byte": (
+        truncate_by_one_byte,
+        rf"is damaged: it is truncated.*{REINSTALL}",
+    ),
+    "library emptied": (empty, could_not_load("file too short")),
+    "library replaced by another shared library": (
+        replace_with_another_shared_library,
+        rf"does not define the ops .*not tf_stopgrad's op library.*{REINSTALL}",
+    ),
+    "library missing": (delete, rf"op library is missing: \S+ does not exist.*{REINSTALL}"),
+    "build record for TensorFlow 2.14.0": (
+        fake_build_record_for_tensorflow_2_14,
+        rf"built against TensorFlow 2\.14\.0, but TensorFlow {re.escape(tf.__version__)} is "
+        rf"installed.*{REINSTALL}",
+    ),
+}
+
+
+def single_record(finished):
+    assert_not_crashed(finished)
+    assert finished.returncode == 0, finished.describe()
+    (record,) = finished.records()
+    return record
+
+
+def assert_all_checks_pass(checks):
+    assert checks and all(checks.values()), checks
+
+
+def test_eight_fresh_processes_import_and_use_it_at_once(tmp_path):
+    processes = [start_python([WORKER, "once"], cwd=tmp_path) for _ in range(CONCURRENT_PROCESSES)]
+    records = [single_record(finish(process, TIMEOUT)) for process in processes]
+    for record in records:
+        assert "import_error" not in record, record["import_error"]
+        assert Path(record["file"]).resolve().parent == INSTALLED_PACKAGE
+        assert_all_checks_pass(record["checks"])
+    report(f"loading: {CONCURRENT_PROCESSES} fresh processes imported and used it at once")
+
+
+@pytest.fixture(scope="module")
+def reload_records(tmp_path_factory):
+    finished = run_worker(
+        "load_and_use", "reload", cwd=tmp_path_factory.mktemp("reload"), timeout=TIMEOUT
+    )
+    assert_not_crashed(finished)
+    assert finished.returncode == 0, finished.describe()
+    return {record["action"]: record for record in finished.records()}
+
+
+@pytest.mark.parametrize("action", list(RELOAD_ACTIONS))
+def test_loading_again_is_harmless(action, reload_records):
+    record = reload_records[action]
+    assert_all_checks_pass(record["current"])
+    assert_all_checks_pass(record["first_import"])
+
+
+@pytest.fixture(scope="module")
+def damaged_copies(tmp_path_factory):
+    """Import every damaged copy, each in its own process, all at once."""
+    processes = {}
+    for name, (damage, _) in DAMAGES.items():
+        site = tmp_path_factory.mktemp("site")
+        package = site / "tf_stopgrad"
+        shutil.copytree(INSTALLED_PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+        damage(package)
+        processes[name] = (package, start_python([WORKER, "once"], cwd=site, PYTHONPATH=str(site)))
+    return {
+        name: (package, finish(process, TIMEOUT)) for name, (package, process) in processes.items()
+    }
+
+
+@pytest.mark.parametrize("name", list(DAMAGES))
+def test_damaged_install_gives_import_error_with_the_remedy(name, damaged_copies):
+    package, finished = damaged_copies[name]
+    record = single_record(finished)
+    assert Path(record["origin"]).resolve().parent == package.resolve(), "not the copy"
+    expected_error = DAMAGES[name][1]
+    if expected_error is None:
+        assert "import_error" not in record, record["import_error"]
+        assert Path(record["file"]).resolve().parent == package.resolve()
+        assert_all_checks_pass(record["checks"])
+    else:
+        assert "import_error" in record, "the damaged copy imported without error"
+        assert re.search(expected_error, record["import_error"], re.DOTALL), record["import_error"]
