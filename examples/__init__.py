@@ -1,4 +1,7 @@
-"""Runnable examples of the four jobs stop_gradient exists for (installed as tf_stopgrad.examples)."""
+"""Runnable examples of the four jobs stop_gradient exists for.
+
+Installed as ``tf_stopgrad.examples``; run them with ``python -m tf_stopgrad demo NAME``.
+"""
 
 # Example name -> module, imported only when run (the examples need TensorFlow and scikit-learn).
 EXAMPLES: dict[str, str] = {

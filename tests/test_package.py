@@ -108,3 +108,20 @@ def test_main_job_reports_and_passes_its_self_check(tmp_path):
     assert f"TensorFlow at run time : {tf.__version__}" in result.stdout
     assert "All checks passed." in result.stdout
     assert "FAILED" not in result.stdout
+
+
+def test_demo_all_gives_each_example_its_own_plot_file():
+    from tf_stopgrad.__main__ import _with_plot_suffix
+
+    argv = ["--quick", "--plot", "/tmp/out/curves.png"]
+    assert _with_plot_suffix(argv, "em") == ["--quick", "--plot", "/tmp/out/curves-em.png"]
+    assert _with_plot_suffix(["--quick"], "em") == ["--quick"]
+
+
+def test_main_job_help_describes_every_subcommand(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "tf_stopgrad", "--help"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0
+    assert "demo" in result.stdout and "bench" in result.stdout

@@ -12,6 +12,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -20,8 +21,8 @@ import tensorflow as tf  # noqa: E402
 from tensorflow.python.framework import kernels  # noqa: E402
 
 import tf_stopgrad  # noqa: E402
+from tf_stopgrad.examples import EXAMPLES  # noqa: E402
 
-DEMOS = ("softmax", "em", "rbm", "adversarial")
 KERNEL_DEVICES = {
     "CPU": "CPU", "GPU": "GPU", "XLA_CPU_JIT": "XLA (CPU)", "XLA_GPU_JIT": "XLA (GPU)",
 }  # fmt: skip
@@ -123,15 +124,26 @@ def _run_check(check: Callable[[], bool]) -> bool:
 
 
 def _demo_module(name: str):
-    return importlib.import_module(f"tf_stopgrad.examples.{name}")
+    return importlib.import_module(EXAMPLES[name])
+
+
+def _with_plot_suffix(argv: list[str], suffix: str) -> list[str]:
+    """`--plot out.png` -> `--plot out-<suffix>.png`, so `demo all` keeps every plot."""
+    renamed = list(argv)
+    for i, arg in enumerate(renamed[:-1]):
+        if arg == "--plot":
+            path = Path(renamed[i + 1])
+            renamed[i + 1] = str(path.with_name(f"{path.stem}-{suffix}{path.suffix}"))
+    return renamed
 
 
 def demo(name: str, rest: list[str]) -> int:
-    names = DEMOS if name == "all" else (name,)
+    if name != "all":
+        return _demo_module(name).main(rest)
     statuses = []
-    for demo_name in names:
+    for demo_name in EXAMPLES:
         print(f"== {demo_name} ==")
-        statuses.append(_demo_module(demo_name).main(rest))
+        statuses.append(_demo_module(demo_name).main(_with_plot_suffix(rest, demo_name)))
     return max(statuses)
 
 
@@ -152,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         description="Run the use-case examples. Extra options (e.g. --quick, --plot FILE.png) "
         "are passed to each example.",
     )
-    demo_parser.add_argument("name", choices=(*DEMOS, "all"))
+    demo_parser.add_argument("name", choices=(*EXAMPLES, "all"))
     commands.add_parser(
         "bench",
         help="benchmark against tf.stop_gradient",
