@@ -42,10 +42,11 @@ bool HasKernelOn(const std::string& op, const std::string& device_type) {
 }
 
 // TensorFlow turns the REGISTER_XLA_OP entries above into kernels on the XLA compilation
-// devices only once per process, at the first XLA compilation. When this library is loaded
-// after that, nothing would ever register ours, and jit_compile would reject the ops. In
-// that case the built-in op's compilation kernels already exist: register ours with the
-// same device and type constraints.
+// devices only once per process: the first time it creates a tensor or runs an op (an eager
+// tf.constant is enough), well before any XLA compilation. When this library is loaded after
+// that, nothing would ever register ours, and jit_compile would reject the ops. In that case
+// the built-in op's compilation kernels already exist: register ours with the same device
+// and type constraints.
 void RegisterMissedXlaCompilationKernels() {
   const std::pair<const char*, const char*> ours_and_builtin[] = {
       {kStopGradientOp, "StopGradient"}, {kPreventGradientOp, "PreventGradient"}};

@@ -195,7 +195,7 @@ def xla_kernel_defs(op_type, device):
 
 @pytest.fixture(scope="module")
 def xla_kernels_registered():
-    """TensorFlow creates the XLA compilation kernels at the first jit compile in a process."""
+    """TensorFlow creates the XLA compilation kernels lazily; a jit compile has surely done it."""
     jit(lambda x: tf_stopgrad.stop_gradient(x) + tf.stop_gradient(x))(tf.constant(1.0))
 
 
@@ -215,21 +215,29 @@ def test_xla_kernel_registrations_equal_builtin(ours, builtin, device):
     assert xla_kernel_defs(ours, device) == builtin_defs
 
 
-# Prints, as JSON, jit results with our ops and the built-ins, and the XLA kernel registrations.
+# TensorFlow turns XLA op registrations into compilation kernels once per process, the first
+# time it creates a tensor or runs an op on a device, not only at the first jit compile.
+# Importing tf_stopgrad after that makes the op library register its XLA kernels itself.
+IMPORT_ORDERS = {
+    "before_any_op": "",
+    "after_first_eager_op": "tf.constant(1.0) + 1.0",
+    "after_first_jit": "softmax_gradient(tf.stop_gradient, builtin_prevent)",
+}
+
+# Prints, as JSON, jit results with our ops and the built-ins, the XLA devices the built-in
+# StopGradient had kernels for when tf_stopgrad was imported, and the XLA kernel registrations.
 IMPORT_ORDER_SCRIPT = textwrap.dedent(
     """
     import json, sys
     import tensorflow as tf
     from tensorflow.python.framework import kernels
 
-    def xla_devices(op_type):
+    def xla_kernels(op_type):
         return sorted(
-            k.device_type
+            (k.device_type, str(k.constraint))
             for k in kernels.get_registered_kernels_for_op(op_type).kernel
             if k.device_type.startswith("XLA_")
         )
-
-    x = tf.constant([[1e4, 1e4 + 1.0, 1e4 - 2.0], [-3.0, 0.5, 2.0]])
 
     def softmax_gradient(stop, prevent):
         @tf.function(jit_compile=True)
@@ -240,26 +248,20 @@ IMPORT_ORDER_SCRIPT = textwrap.dedent(
                 exps = tf.exp(logits - shift)
                 loss = tf.reduce_sum(tf.range(3.0) * exps / tf.reduce_sum(exps, -1, True))
             return loss, tape.gradient(loss, logits), tf.stop_gradient(prevent(logits))
+        x = tf.constant([[1e4, 1e4 + 1.0, 1e4 - 2.0], [-3.0, 0.5, 2.0]])
         return [t.numpy().tolist() for t in compute(x)]
 
     def builtin_prevent(v):
         return tf.raw_ops.PreventGradient(input=v, message="late")
 
-    report = {}
-    if sys.argv[1] == "after_first_jit":
-        report["builtin"] = softmax_gradient(tf.stop_gradient, builtin_prevent)
-        report["xla_devices_before_import"] = xla_devices("StopGradient")
+    exec(sys.argv[1])
+    report = {"xla_devices_before_import": sorted({d for d, _ in xla_kernels("StopGradient")})}
     import tf_stopgrad
     report["ours"] = softmax_gradient(
         tf_stopgrad.stop_gradient, lambda v: tf_stopgrad.prevent_gradient(v, "late"))
-    if sys.argv[1] == "before_first_jit":
-        report["builtin"] = softmax_gradient(tf.stop_gradient, builtin_prevent)
+    report["builtin"] = softmax_gradient(tf.stop_gradient, builtin_prevent)
     report["kernels"] = {
-        op: sorted(
-            (k.device_type, str(k.constraint))
-            for k in kernels.get_registered_kernels_for_op(op).kernel
-            if k.device_type.startswith("XLA_")
-        )
+        op: xla_kernels(op)
         for op in ("StopGradient", "PreventGradient",
                    tf_stopgrad.STOP_GRADIENT_OP, tf_stopgrad.PREVENT_GRADIENT_OP)
     }
@@ -268,11 +270,11 @@ IMPORT_ORDER_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("order", ["before_first_jit", "after_first_jit"])
-def test_jit_works_whether_imported_before_or_after_the_first_xla_compile(order, tmp_path):
+@pytest.mark.parametrize("order", IMPORT_ORDERS)
+def test_jit_works_whatever_ran_before_the_import(order, tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     completed = subprocess.run(
-        [sys.executable, "-c", IMPORT_ORDER_SCRIPT, order],
+        [sys.executable, "-c", IMPORT_ORDER_SCRIPT, IMPORT_ORDERS[order]],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -282,11 +284,14 @@ def test_jit_works_whether_imported_before_or_after_the_first_xla_compile(order,
     assert completed.returncode == 0, completed.stderr[-3000:]
     report = json.loads(completed.stdout.strip().splitlines()[-1])
 
-    if order == "after_first_jit":
-        # The built-in's XLA kernels already existed, so ours came from the late registration.
+    if order == "before_any_op":
+        # Ours get registered together with the built-ins' (REGISTER_XLA_OP).
+        assert report["xla_devices_before_import"] == []
+    else:
+        # The built-ins' kernels already existed: ours come from the library's own registration.
         assert "XLA_CPU_JIT" in report["xla_devices_before_import"]
     assert report["ours"] == report["builtin"]
     registered = report["kernels"]
+    assert registered["StopGradient"], "no XLA kernels registered at all"
     assert registered[tf_stopgrad.STOP_GRADIENT_OP] == registered["StopGradient"]
     assert registered[tf_stopgrad.PREVENT_GRADIENT_OP] == registered["PreventGradient"]
-    assert registered["StopGradient"], "no XLA kernels registered at all"
