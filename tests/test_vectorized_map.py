@@ -46,7 +46,7 @@ def per_example_softmax_gradient(stop):
 
 @pytest.fixture
 def tf_log():
-    """Messages TensorFlow's Python logger emits, at every level (pfor's fallback may log at DEBUG)."""
+    """What TensorFlow's Python logger emits, at every level: pfor may log fallbacks at DEBUG."""
     messages = []
 
     class Collect(logging.Handler):

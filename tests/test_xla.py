@@ -95,9 +95,7 @@ def stopped_product_and_gradient(stop, x, weights):
     return loss, tape.gradient(loss, x)
 
 
-@pytest.mark.parametrize(
-    "computation", [stable_softmax_and_gradient, stopped_product_and_gradient]
-)
+@pytest.mark.parametrize("computation", [stable_softmax_and_gradient, stopped_product_and_gradient])
 def test_jit_gradient_equals_builtin(computation):
     x = tf.constant([[1e4, 1e4 + 1.0, 1e4 - 2.0], [-3.0, 0.5, 2.0]])
     weights = tf.constant([[0.5, -1.0, 2.0], [1.0, 3.0, -0.25]])
