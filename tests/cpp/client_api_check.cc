@@ -81,7 +81,8 @@ int main() {
   // running the scope's GraphDef does the same job.
   tensorflow::GraphDef graph;
   if (!PrintStatus("to_graph_def", scope.ToGraphDef(&graph))) return 1;
-  std::unique_ptr<tensorflow::Session> session(tensorflow::NewSession(tensorflow::SessionOptions()));
+  const std::unique_ptr<tensorflow::Session> session(
+      tensorflow::NewSession(tensorflow::SessionOptions()));
   if (!PrintStatus("session_create", session->Create(graph))) return 1;
   bool ok = RunAndPrint(*session, "input", x);
   ok &= RunAndPrint(*session, "stop_forward", stopped);
