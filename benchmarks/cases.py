@@ -30,7 +30,7 @@ FULL = Sizes(
     calls_divisor=1, large_log2_elements=26, chain_length=200, tape_intermediate_bytes=64 << 20
 )
 QUICK = Sizes(
-    calls_divisor=50, large_log2_elements=16, chain_length=200, tape_intermediate_bytes=1 << 20
+    calls_divisor=10, large_log2_elements=16, chain_length=200, tape_intermediate_bytes=1 << 20
 )
 
 
@@ -93,7 +93,7 @@ def _eager(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
             "ours_wrapper": lambda: op_library.tf_stopgrad_stop_gradient(small),
             "builtin_raw_op": lambda: tf.raw_ops.StopGradient(input=small),
         },
-        calls=_calls(5000, sizes),
+        calls=_calls(500, sizes),
     )
 
     def above_floor(timings: Mapping[str, Timing]) -> str:
@@ -105,17 +105,17 @@ def _eager(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
         )
 
     return group, [
-        Comparison("Eager call, no tape", "eager", "ours", "builtin", 0.8, above_floor),
+        Comparison("Eager call, no tape", group.name, "ours", "builtin", 0.8, above_floor),
         Comparison(
             "Floor: TFE_Py_FastPathExecute direct",
-            "eager",
+            group.name,
             "ours_fast_path",
             "builtin_fast_path",
             None,
         ),
         Comparison(
             "Floor: generated op wrapper / tf.raw_ops.StopGradient",
-            "eager",
+            group.name,
             "ours_wrapper",
             "builtin_raw_op",
             None,
@@ -139,13 +139,13 @@ def _eager_under_tape(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
             "ours": lambda: tf_stopgrad.stop_gradient(small),
             "builtin": lambda: tf.stop_gradient(small),
         },
-        calls=_calls(5000, sizes),
+        calls=_calls(500, sizes),
         context=tape_watching_something_else,
     )
     return group, [
         Comparison(
             "Eager call inside an active GradientTape (watching another tensor)",
-            "tape",
+            group.name,
             "ours",
             "builtin",
             1.0,
@@ -164,16 +164,16 @@ def _size_independence(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
             "builtin_large": lambda: tf.stop_gradient(large),
             "builtin_small": lambda: tf.stop_gradient(small),
         },
-        calls=_calls(5000, sizes),
+        calls=_calls(500, sizes),
     )
     sizes_text = f"2^{sizes.large_log2_elements} vs 1 float32 elements"
     return group, [
         Comparison(
-            f"Size independence, ours: {sizes_text}", "size", "ours_large", "ours_small", 1.1
+            f"Size independence, ours: {sizes_text}", group.name, "ours_large", "ours_small", 1.1
         ),
         Comparison(
             f"Size independence, built-in: {sizes_text}",
-            "size",
+            group.name,
             "builtin_large",
             "builtin_small",
             None,
@@ -212,7 +212,7 @@ def _graph(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
             "builtin": lambda: builtin(x, scale),
             "identity": lambda: plain(x, scale),
         },
-        calls=_calls(200, sizes),
+        calls=_calls(20, sizes),
     )
 
     def per_op(timings: Mapping[str, Timing]) -> str:
@@ -226,7 +226,7 @@ def _graph(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
     return group, [
         Comparison(
             f"Graph: tf.function chain of {length} x = stop_gradient(x) * scale",
-            "graph",
+            group.name,
             "ours",
             "builtin",
             1.25,
@@ -252,7 +252,7 @@ def _vectorized_map_eager(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
     group = TimedGroup(
         "vectorized_map_eager",
         {"ours": _vectorized(tf_stopgrad.stop_gradient), "builtin": _vectorized(tf.stop_gradient)},
-        calls=_calls(5, sizes),
+        calls=_calls(1, sizes),
     )
     return group, [
         Comparison(
@@ -273,7 +273,7 @@ def _vectorized_map_in_function(sizes: Sizes) -> tuple[TimedGroup, list[Comparis
             "ours": tf.function(_vectorized(tf_stopgrad.stop_gradient)),
             "builtin": tf.function(_vectorized(tf.stop_gradient)),
         },
-        calls=_calls(300, sizes),
+        calls=_calls(30, sizes),
     )
     return group, [
         Comparison(
@@ -299,8 +299,10 @@ def _xla(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
     group = TimedGroup(
         "xla",
         {"ours": compiled(tf_stopgrad.stop_gradient), "builtin": compiled(tf.stop_gradient)},
-        calls=_calls(300, sizes),
+        calls=_calls(30, sizes),
     )
     return group, [
-        Comparison("XLA: jit_compile=True function, steady state", "xla", "ours", "builtin", 1.05)
+        Comparison(
+            "XLA: jit_compile=True function, steady state", group.name, "ours", "builtin", 1.05
+        )
     ]

@@ -49,7 +49,8 @@ class TimedGroup:
     Attributes:
       name: Identifies the group in the timings returned by :func:`time_interleaved`.
       variants: The callables, by name. Each is called ``calls`` times per sample.
-      calls: Calls per sample; enough for a sample to last tens of milliseconds.
+      calls: Calls per sample: a few milliseconds' worth, well above the timer's resolution
+        and short enough that some samples fit between other processes' time slices.
       context: Entered around each round's samples, e.g. to keep a tape active.
     """
 
