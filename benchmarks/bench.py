@@ -66,6 +66,7 @@ def _record_unpaused(tensor: tf.Tensor) -> tf.Tensor:
 
 
 def _tape_memory_row(intermediate_bytes: int) -> Row:
+    """The tape-memory case: ours against the built-in, with an unpaused recording as control."""
     use_allocator = tape_memory.allocator_counts_bytes()
     ours = tape_memory.measure(tf_stopgrad.stop_gradient, intermediate_bytes, use_allocator)
     builtin = tape_memory.measure(tf.stop_gradient, intermediate_bytes, use_allocator)

@@ -35,6 +35,7 @@ QUICK = Sizes(
 
 
 def _no_note(timings: Mapping[str, Timing]) -> str:
+    """The note of a comparison that needs none."""
     return ""
 
 
@@ -73,10 +74,12 @@ def build(sizes: Sizes) -> tuple[list[TimedGroup], list[Comparison]]:
 
 
 def _calls(full: int, sizes: Sizes) -> int:
+    """Calls per sample: ``full`` scaled down for quick runs, at least one."""
     return max(1, full // sizes.calls_divisor)
 
 
 def _eager(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
+    """A one-element eager call without a tape, and the raw-op floors under it."""
     small = tf.constant([1.0])
     ctx = _compat.context()
     op_library = tf.load_op_library(tf_stopgrad.library_path())
@@ -124,6 +127,7 @@ def _eager(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
 
 
 def _eager_under_tape(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
+    """A one-element eager call while a tape watches a different tensor."""
     small = tf.constant([1.0])
     watched = tf.constant(2.0)
 
@@ -154,6 +158,7 @@ def _eager_under_tape(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
 
 
 def _size_independence(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
+    """A large eager input against a one-element one: forwarding must not copy."""
     small = tf.constant([1.0])
     large = tf.zeros([2**sizes.large_log2_elements])
     group = TimedGroup(
@@ -199,6 +204,7 @@ def _chain(stop_gradient: StopGradient, length: int) -> Callable[[tf.Tensor, tf.
 
 
 def _graph(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
+    """Chains of stop-gradient nodes in a tf.function, and the same chain of Identity nodes."""
     x = tf.constant([1.0])
     scale = tf.constant(1.0001)
     length = sizes.chain_length
@@ -249,6 +255,7 @@ def _vectorized(stop_gradient: StopGradient) -> Callable[[], tf.Tensor]:
 
 
 def _vectorized_map_eager(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
+    """Eager ``tf.vectorized_map``: every call traces and vectorizes (pfor) afresh."""
     group = TimedGroup(
         "vectorized_map_eager",
         {"ours": _vectorized(tf_stopgrad.stop_gradient), "builtin": _vectorized(tf.stop_gradient)},
@@ -267,6 +274,7 @@ def _vectorized_map_eager(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
 
 
 def _vectorized_map_in_function(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
+    """``tf.vectorized_map`` inside a tf.function: the vectorized graph, run repeatedly."""
     group = TimedGroup(
         "vectorized_map_function",
         {
@@ -287,6 +295,7 @@ def _vectorized_map_in_function(sizes: Sizes) -> tuple[TimedGroup, list[Comparis
 
 
 def _xla(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
+    """A small ``jit_compile=True`` function, called after it has been compiled."""
     values = tf.reshape(tf.range(256, dtype=tf.float32), [16, 16])
 
     def compiled(stop_gradient: StopGradient) -> Callable[[], tf.Tensor]:

@@ -84,6 +84,7 @@ def machine_description() -> list[str]:
 
 
 def _number(value: float, unit: str) -> str:
+    """A measurement with two decimals, or none once it reaches three digits."""
     return f"{value:.2f} {unit}" if value < 100 else f"{value:.0f} {unit}"
 
 
