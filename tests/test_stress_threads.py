@@ -57,15 +57,15 @@ def check_one_call(mode, x, expected, shared_function):
 
 @pytest.fixture(scope="module")
 def inputs():
-    """Mixed dtypes (strings included) and shapes, with the exact bits each must come back as."""
+    """Mixed dtypes (strings included), shapes and a variable, with the bits each must give."""
     tensors = [
         sample(dtype, shape, seed=index)
         for index, (dtype, shape) in enumerate(
             (dtype, shape) for dtype in ALL_PLAIN_DTYPES for shape in SHAPES
         )
     ]
-    tensors.append(tf.Variable([1.5, -0.0, float("nan")]).read_value())
-    return [(x, as_bits(x)) for x in tensors]
+    variable = tf.Variable([1.5, -0.0, float("nan")])  # read by all threads at once
+    return [(x, as_bits(x)) for x in [*tensors, variable]]
 
 
 @pytest.fixture
