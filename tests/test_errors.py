@@ -45,10 +45,20 @@ def test_prevent_gradient_bad_input_names_itself(name):
     assert "tf_stopgrad.prevent_gradient" in str(ours)
 
 
-@pytest.mark.parametrize("message", [3, None, ["a"], 1.5])
+@pytest.mark.parametrize("message", [3, ["a"], 1.5, {"why": "x"}])
 def test_prevent_gradient_message_must_be_text(message):
     with pytest.raises(TypeError, match=r"message must be a str.*message='sampled value'"):
         tf_stopgrad.prevent_gradient(tf.constant(1.0), message=message)
+
+
+def test_none_message_means_empty_like_builtin():
+    builtin = tf.raw_ops.PreventGradient(input=tf.constant([1.0]), message=None)
+    ours = tf_stopgrad.prevent_gradient(tf.constant([1.0]), message=None)
+    assert ours.numpy().tolist() == builtin.numpy().tolist()
+    with tf.Graph().as_default():
+        node = tf_stopgrad.prevent_gradient(tf.constant(1.0), message=None).op
+        builtin_node = tf.raw_ops.PreventGradient(input=tf.constant(1.0), message=None).op
+        assert node.get_attr("message") == builtin_node.get_attr("message") == b""
 
 
 def test_bytes_message_is_accepted():

@@ -101,7 +101,8 @@ def prevent_gradient(
 
     Args:
       input: As for :func:`stop_gradient`.
-      message: Explains why the gradient is disabled; included in the error.
+      message: Explains why the gradient is disabled; included in the error. ``None`` means
+        no message, as for the built-in op.
       name: A name for the operation in graph mode (optional).
 
     Returns:
@@ -111,6 +112,8 @@ def prevent_gradient(
       TypeError: ``message`` is not a string, or ``input`` cannot be converted to a tensor.
       ValueError: ``input`` cannot be converted to a tensor.
     """
+    if message is None:  # As tf.raw_ops.PreventGradient treats it.
+        message = ""
     if not isinstance(message, (str, bytes)):
         raise TypeError(
             f"tf_stopgrad.prevent_gradient: message must be a str, got "
