@@ -19,7 +19,7 @@ from tf_stopgrad.benchmarks.timing import Progress, time_interleaved
 import tf_stopgrad
 from tf_stopgrad import _compat
 
-FULL_ROUNDS = 40
+FULL_ROUNDS = 120
 QUICK_ROUNDS = 2
 _MIB = float(1 << 20)
 
@@ -32,7 +32,7 @@ def run(
     Args:
       quick: Small tensors, few calls and two rounds: checks that everything runs, in seconds.
       progress: Called as ``progress(samples_done, samples_total)`` after every timing sample.
-      rounds: Interleaved timing rounds; defaults to 40, or 2 when ``quick``.
+      rounds: Interleaved timing rounds; defaults to 120, or 2 when ``quick``.
     """
     sizes = cases.QUICK if quick else cases.FULL
     if rounds is None:
