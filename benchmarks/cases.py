@@ -254,44 +254,47 @@ def _vectorized(stop_gradient: StopGradient) -> Callable[[], tf.Tensor]:
     return lambda: tf.vectorized_map(per_row, batch)
 
 
+def _ours_against_builtin(
+    name: str,
+    make: Callable[[StopGradient], Callable[[], object]],
+    calls: int,
+    case: str,
+    target: float,
+) -> tuple[TimedGroup, list[Comparison]]:
+    """A group timing ``make(tf_stopgrad.stop_gradient)`` against ``make(tf.stop_gradient)``.
+
+    Returns:
+      The group named ``name`` and its one table row ``case``, with the target ``target``.
+    """
+    group = TimedGroup(
+        name,
+        {"ours": make(tf_stopgrad.stop_gradient), "builtin": make(tf.stop_gradient)},
+        calls=calls,
+    )
+    return group, [Comparison(case, group.name, "ours", "builtin", target)]
+
+
 def _vectorized_map_eager(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
     """Eager ``tf.vectorized_map``: every call traces and vectorizes (pfor) afresh."""
-    group = TimedGroup(
+    return _ours_against_builtin(
         "vectorized_map_eager",
-        {"ours": _vectorized(tf_stopgrad.stop_gradient), "builtin": _vectorized(tf.stop_gradient)},
-        calls=_calls(1, sizes),
+        _vectorized,
+        _calls(1, sizes),
+        f"vectorized_map over {_VECTORIZED_BATCH_ROWS} rows, eager "
+        f"(traces and vectorizes every call)",
+        1.1,
     )
-    return group, [
-        Comparison(
-            f"vectorized_map over {_VECTORIZED_BATCH_ROWS} rows, eager "
-            f"(traces and vectorizes every call)",
-            group.name,
-            "ours",
-            "builtin",
-            1.1,
-        )
-    ]
 
 
 def _vectorized_map_in_function(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
     """``tf.vectorized_map`` inside a tf.function: the vectorized graph, run repeatedly."""
-    group = TimedGroup(
+    return _ours_against_builtin(
         "vectorized_map_function",
-        {
-            "ours": tf.function(_vectorized(tf_stopgrad.stop_gradient)),
-            "builtin": tf.function(_vectorized(tf.stop_gradient)),
-        },
-        calls=_calls(30, sizes),
+        lambda stop_gradient: tf.function(_vectorized(stop_gradient)),
+        _calls(30, sizes),
+        f"vectorized_map over {_VECTORIZED_BATCH_ROWS} rows, inside tf.function (steady state)",
+        1.1,
     )
-    return group, [
-        Comparison(
-            f"vectorized_map over {_VECTORIZED_BATCH_ROWS} rows, inside tf.function (steady state)",
-            group.name,
-            "ours",
-            "builtin",
-            1.1,
-        )
-    ]
 
 
 def _xla(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
@@ -305,13 +308,6 @@ def _xla(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
 
         return lambda: function(values)
 
-    group = TimedGroup(
-        "xla",
-        {"ours": compiled(tf_stopgrad.stop_gradient), "builtin": compiled(tf.stop_gradient)},
-        calls=_calls(30, sizes),
+    return _ours_against_builtin(
+        "xla", compiled, _calls(30, sizes), "XLA: jit_compile=True function, steady state", 1.05
     )
-    return group, [
-        Comparison(
-            "XLA: jit_compile=True function, steady state", group.name, "ours", "builtin", 1.05
-        )
-    ]

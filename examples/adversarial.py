@@ -14,7 +14,6 @@ Run ``python examples/adversarial.py [--plot accuracy.png]``.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from typing import Any, Callable, NamedTuple
@@ -23,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
+from tf_stopgrad.examples import _cli
 
 import tf_stopgrad
 
@@ -314,11 +314,7 @@ def failures(figures: AdversarialFigures) -> list[str]:
 
 def save_plot(figures: AdversarialFigures, path: str) -> None:
     """Saves grouped bars of clean and attacked accuracy for both models."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _cli.pyplot()
     positions = np.arange(2)
     fig, ax = plt.subplots(figsize=(5, 3))
     for offset, (kind, result) in zip(
@@ -329,26 +325,11 @@ def save_plot(figures: AdversarialFigures, path: str) -> None:
     ax.set_ylim(0.0, 1.0)
     ax.set_ylabel("test accuracy")
     ax.legend(title="training")
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    _cli.save_figure(fig, path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Runs the example from the command line.
-
-    Args:
-      argv: Command-line arguments without the program name (``sys.argv[1:]`` if None).
-
-    Returns:
-      0 if every success criterion holds, else 1.
-    """
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plot", metavar="FILE.png", help="save a bar chart of the accuracies")
-    parser.add_argument("--quick", action="store_true", help="small settings for tests and CI")
-    args = parser.parse_args(argv)
-
-    figures = run(**QUICK_SETTINGS) if args.quick else run()
+def print_figures(figures: AdversarialFigures) -> None:
+    """Prints the figures of :func:`run`."""
     for kind, result in (("normal", figures.normal), ("adversarial", figures.adversarial)):
         print(
             f"{kind:>11} training: test accuracy {result.clean:.3f} clean, "
@@ -358,13 +339,11 @@ def main(argv: list[str] | None = None) -> int:
         f"adversarial training gradient graph: {figures.gradient_ops_with_stop} ops with "
         f"stop_gradient on the perturbation, {figures.gradient_ops_without_stop} without"
     )
-    if args.plot:
-        save_plot(figures, args.plot)
-        print(f"plot saved to {args.plot}")
-    missed = failures(figures)
-    for message in missed:
-        print(f"FAILED: {message}", file=sys.stderr)
-    return 1 if missed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the example from the command line; returns 0 if every criterion holds, else 1."""
+    return _cli.main(sys.modules[__name__], "save a bar chart of the accuracies", argv)
 
 
 if __name__ == "__main__":

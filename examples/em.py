@@ -18,7 +18,6 @@ Run ``python examples/em.py [--plot loglik.png]``.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import sys
@@ -27,6 +26,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 import tensorflow as tf
 from sklearn.mixture import GaussianMixture
+from tf_stopgrad.examples import _cli
 
 import tf_stopgrad
 
@@ -299,37 +299,18 @@ def failures(figures: EMFigures) -> list[str]:
 
 def save_plot(figures: EMFigures, path: str) -> None:
     """Saves the log-likelihood trace, with scikit-learn's final score as a dashed line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _cli.pyplot()
     fig, ax = plt.subplots(figsize=(5, 3))
     ax.plot(figures.log_likelihoods, marker=".", label="EM with stop_gradient")
     ax.axhline(figures.sklearn_score, color="tab:red", linestyle="--", label="scikit-learn")
     ax.set_xlabel("iteration")
     ax.set_ylabel("average log-likelihood")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    _cli.save_figure(fig, path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Runs the example from the command line.
-
-    Args:
-      argv: Command-line arguments without the program name (``sys.argv[1:]`` if None).
-
-    Returns:
-      0 if every success criterion holds, else 1.
-    """
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plot", metavar="FILE.png", help="save the log-likelihood curve")
-    parser.add_argument("--quick", action="store_true", help="small settings for tests and CI")
-    args = parser.parse_args(argv)
-
-    figures = run(**QUICK_SETTINGS) if args.quick else run()
+def print_figures(figures: EMFigures) -> None:
+    """Prints the figures of :func:`run`."""
     history = figures.log_likelihoods
     print(
         f"average log-likelihood: {history[0]:.6f} at the start, {history[-1]:.6f} after "
@@ -344,13 +325,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{figures.sklearn_iterations} iterations (relative difference "
         f"{figures.relative_difference:.2e})"
     )
-    if args.plot:
-        save_plot(figures, args.plot)
-        print(f"plot saved to {args.plot}")
-    missed = failures(figures)
-    for message in missed:
-        print(f"FAILED: {message}", file=sys.stderr)
-    return 1 if missed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the example from the command line; returns 0 if every criterion holds, else 1."""
+    return _cli.main(sys.modules[__name__], "save the log-likelihood curve", argv)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ Run ``python examples/rbm.py [--plot reconstruction.png]``.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from typing import Any, Callable, NamedTuple
@@ -26,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
+from tf_stopgrad.examples import _cli
 
 import tf_stopgrad
 
@@ -354,37 +354,18 @@ def failures(figures: RBMFigures) -> list[str]:
 
 def save_plot(figures: RBMFigures, path: str) -> None:
     """Saves the held-out reconstruction error per epoch."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _cli.pyplot()
     fig, ax = plt.subplots(figsize=(5, 3))
     ax.plot(figures.reconstruction_errors, marker=".", label="RBM (CD)")
     ax.axhline(figures.pixel_mean_error, color="tab:gray", linestyle="--", label="pixel means")
     ax.set_xlabel("epoch")
     ax.set_ylabel("held-out reconstruction MSE")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    _cli.save_figure(fig, path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Runs the example from the command line.
-
-    Args:
-      argv: Command-line arguments without the program name (``sys.argv[1:]`` if None).
-
-    Returns:
-      0 if every success criterion holds, else 1.
-    """
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plot", metavar="FILE.png", help="save the reconstruction-error curve")
-    parser.add_argument("--quick", action="store_true", help="small settings for tests and CI")
-    args = parser.parse_args(argv)
-
-    figures = run(**QUICK_SETTINGS) if args.quick else run()
+def print_figures(figures: RBMFigures) -> None:
+    """Prints the figures of :func:`run`."""
     print(
         f"held-out reconstruction MSE: {figures.initial_error:.4f} at initialisation, "
         f"{figures.final_error:.4f} after {len(figures.reconstruction_errors) - 1} epochs "
@@ -399,13 +380,11 @@ def main(argv: list[str] | None = None) -> int:
         f"without stop_gradient the gradient is off by up to "
         f"{figures.no_stop_gradient_difference:.2e}"
     )
-    if args.plot:
-        save_plot(figures, args.plot)
-        print(f"plot saved to {args.plot}")
-    missed = failures(figures)
-    for message in missed:
-        print(f"FAILED: {message}", file=sys.stderr)
-    return 1 if missed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the example from the command line; returns 0 if every criterion holds, else 1."""
+    return _cli.main(sys.modules[__name__], "save the reconstruction-error curve", argv)
 
 
 if __name__ == "__main__":

@@ -11,20 +11,28 @@ Run ``python examples/softmax.py [--plot ops.png]``.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from typing import Any, Callable
 
 import numpy as np
 import tensorflow as tf
+from tf_stopgrad.examples import _cli
 
 import tf_stopgrad
 
 SoftmaxFn = Callable[[tf.Tensor], tf.Tensor]
+StopGradientFn = Callable[[tf.Tensor], tf.Tensor]
 
 # Largest accepted difference from tf.nn.softmax, for values and gradients (float32).
 TOLERANCE = 1e-6
+
+
+def _max_shifted_softmax(logits: tf.Tensor, stop_gradient: StopGradientFn) -> tf.Tensor:
+    """Softmax over the last axis, shifted by ``stop_gradient`` of the maximum logit."""
+    shift = stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))
+    exps = tf.exp(logits - shift)
+    return exps / tf.reduce_sum(exps, axis=-1, keepdims=True)
 
 
 def stable_softmax(logits: tf.Tensor) -> tf.Tensor:
@@ -36,23 +44,13 @@ def stable_softmax(logits: tf.Tensor) -> tf.Tensor:
     Returns:
       A tensor of the same shape whose last axis sums to one.
     """
-    shift = tf_stopgrad.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))
-    exps = tf.exp(logits - shift)
-    return exps / tf.reduce_sum(exps, axis=-1, keepdims=True)
+    return _max_shifted_softmax(logits, tf_stopgrad.stop_gradient)
 
 
 def shifted_softmax_without_stop_gradient(logits: tf.Tensor) -> tf.Tensor:
-    """The same shift as :func:`stable_softmax`, but autodiff differentiates through it.
-
-    Args:
-      logits: A float tensor; softmax is taken over its last axis.
-
-    Returns:
-      The same values as :func:`stable_softmax`.
-    """
-    shift = tf.reduce_max(logits, axis=-1, keepdims=True)
-    exps = tf.exp(logits - shift)
-    return exps / tf.reduce_sum(exps, axis=-1, keepdims=True)
+    """The same shift as :func:`stable_softmax`, but autodiff differentiates through it."""
+    # A Python no-op, not tf.identity: the graphs compared in run() differ only in stop_gradient.
+    return _max_shifted_softmax(logits, lambda shift: shift)
 
 
 def naive_softmax(logits: tf.Tensor) -> tf.Tensor:
@@ -233,11 +231,7 @@ def failures(figures: SoftmaxFigures) -> list[str]:
 
 def save_plot(figures: SoftmaxFigures, path: str) -> None:
     """Saves a bar chart of the backward-pass op counts with and without stop_gradient."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _cli.pyplot()
     backward = [
         figures.gradient_ops_with_stop - figures.forward_ops_with_stop,
         figures.gradient_ops_without_stop - figures.forward_ops_without_stop,
@@ -246,26 +240,11 @@ def save_plot(figures: SoftmaxFigures, path: str) -> None:
     ax.bar(["stop_gradient(max)", "plain max"], backward, color=["tab:green", "tab:gray"])
     ax.set_ylabel("ops added by the gradient")
     ax.set_title("Stable softmax: backward graph size")
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    _cli.save_figure(fig, path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Runs the example from the command line.
-
-    Args:
-      argv: Command-line arguments without the program name (``sys.argv[1:]`` if None).
-
-    Returns:
-      0 if every success criterion holds, else 1.
-    """
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plot", metavar="FILE.png", help="save a bar chart of op counts")
-    parser.add_argument("--quick", action="store_true", help="small settings for tests and CI")
-    args = parser.parse_args(argv)
-
-    figures = run(**QUICK_SETTINGS) if args.quick else run()
+def print_figures(figures: SoftmaxFigures) -> None:
+    """Prints the figures of :func:`run`."""
     for case in figures.cases:
         print(
             f"{case.name:>9}: max |p - tf.nn.softmax| = {case.max_value_error:.2e}, "
@@ -282,13 +261,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{figures.gradient_ops_with_stop - figures.forward_ops_with_stop} vs. "
         f"{figures.gradient_ops_without_stop - figures.forward_ops_without_stop})"
     )
-    if args.plot:
-        save_plot(figures, args.plot)
-        print(f"plot saved to {args.plot}")
-    missed = failures(figures)
-    for message in missed:
-        print(f"FAILED: {message}", file=sys.stderr)
-    return 1 if missed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the example from the command line; returns 0 if every criterion holds, else 1."""
+    return _cli.main(sys.modules[__name__], "save a bar chart of op counts", argv)
 
 
 if __name__ == "__main__":
