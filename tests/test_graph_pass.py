@@ -1,0 +1,171 @@
+"""The op library's graph pass: function graphs run without the plugin's nodes, unchanged.
+
+Grappler prunes the built-in StopGradient/PreventGradient before a function runs; the pass
+in cc/graph_pass.cc does the same for ours, except where removing a node could change
+behaviour (control edges, control-flow inputs, a device request of its own).
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from support import as_bits, sample
+
+import tf_stopgrad
+
+PAIRS = {
+    "stop": (tf_stopgrad.stop_gradient, tf.stop_gradient),
+    "prevent": (
+        lambda x: tf_stopgrad.prevent_gradient(x, "m"),
+        lambda x: tf.raw_ops.PreventGradient(input=x, message="m"),
+    ),
+}
+
+DUMP_SCRIPT = textwrap.dedent(
+    """
+    import tensorflow as tf
+    import tf_stopgrad
+
+    @tf.function
+    def chain(x):
+        for _ in range(3):
+            x = tf_stopgrad.stop_gradient(x) * 2.0
+        return tf_stopgrad.prevent_gradient(x, "m")
+
+    @tf.function
+    def guarded(x):
+        with tf.control_dependencies([tf.debugging.assert_positive(x)]):
+            return tf_stopgrad.stop_gradient(x)
+
+    print(chain(tf.constant(1.0)).numpy(), guarded(tf.constant(1.0)).numpy())
+    """
+)
+
+
+def count_plugin_nodes(path):
+    text = path.read_text()
+    return text.count(f'op: "{tf_stopgrad.STOP_GRADIENT_OP}"') + text.count(
+        f'op: "{tf_stopgrad.PREVENT_GRADIENT_OP}"'
+    )
+
+
+def dumped_graph(dump_dir, function, stage):
+    (path,) = [p for p in dump_dir.iterdir() if p.name.startswith(function) and stage in p.name]
+    return path
+
+
+def test_function_graphs_run_without_the_plugin_nodes(tmp_path):
+    dump_dir = tmp_path / "graphs"
+    dump_dir.mkdir()
+    env = dict(
+        os.environ,
+        TF_CPP_MIN_LOG_LEVEL="2",
+        TF_DUMP_GRAPH_PREFIX=str(dump_dir),
+        TF_DUMP_GRAPH_NAME_FILTER="*",
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", DUMP_SCRIPT],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["8.0", "1.0"]
+
+    chain_before = dumped_graph(dump_dir, "__inference_chain", "before_pre_placement_passes")
+    chain_after = dumped_graph(dump_dir, "__inference_chain", "before_partition.")
+    assert count_plugin_nodes(chain_before) == 4
+    assert count_plugin_nodes(chain_after) == 0
+    # A node with a control input is kept, so the assertion still runs before it.
+    guarded_after = dumped_graph(dump_dir, "__inference_guarded", "before_partition.")
+    assert count_plugin_nodes(guarded_after) == 1
+
+
+@pytest.mark.parametrize("pair", sorted(PAIRS))
+@pytest.mark.parametrize("dtype", [tf.float32, tf.int32, tf.string, tf.complex64, tf.bool])
+def test_chains_give_the_builtins_values(pair, dtype):
+    ours, builtin = PAIRS[pair]
+
+    def chain(op):
+        @tf.function
+        def run(x):
+            outputs = [x]
+            for _ in range(5):
+                outputs.append(op(outputs[-1]))
+            return outputs
+
+        return run
+
+    x = sample(dtype, (3, 4))
+    assert [as_bits(t) for t in chain(ours)(x)] == [as_bits(t) for t in chain(builtin)(x)]
+
+
+@pytest.mark.parametrize("pair", sorted(PAIRS))
+def test_control_inputs_still_run_first(pair):
+    for op in PAIRS[pair]:
+
+        @tf.function
+        def guarded(x, op=op):
+            with tf.control_dependencies([tf.debugging.assert_positive(x, message="negative")]):
+                return op(x)
+
+        assert guarded(tf.constant(2.0)).numpy() == 2.0
+        with pytest.raises(tf.errors.InvalidArgumentError, match="negative"):
+            guarded(tf.constant(-1.0))
+
+
+def test_node_used_as_a_control_input_still_orders_its_dependents():
+    counter = tf.Variable(0)
+
+    @tf.function
+    def ordered(x):
+        stopped = tf_stopgrad.stop_gradient(x)
+        with tf.control_dependencies([stopped]):
+            counter.assign_add(1)
+        return stopped
+
+    assert ordered(tf.constant(4.0)).numpy() == 4.0
+    assert counter.numpy() == 1
+
+
+@pytest.mark.parametrize("pair", sorted(PAIRS))
+def test_inside_cond_and_while_loop_bodies(pair):
+    def program(op):
+        @tf.function
+        def run(x, flag):
+            branch = tf.cond(flag, lambda: op(x) * 2.0, lambda: op(-x))
+            _, total = tf.while_loop(
+                lambda i, acc: i < 4, lambda i, acc: (i + 1, acc + op(x)), (0, tf.zeros_like(x))
+            )
+            return branch, total
+
+        return run
+
+    x = sample(tf.float64, (5,))
+    for flag in (True, False):
+        ours = program(PAIRS[pair][0])(x, tf.constant(flag))
+        builtin = program(PAIRS[pair][1])(x, tf.constant(flag))
+        assert [as_bits(t) for t in ours] == [as_bits(t) for t in builtin]
+
+
+def test_node_with_its_own_device_request():
+    @tf.function
+    def placed(x):
+        with tf.device("/CPU:0"):
+            return tf_stopgrad.stop_gradient(x) + 1.0
+
+    np.testing.assert_array_equal(placed(tf.constant([1.0, 2.0])).numpy(), [2.0, 3.0])
+
+
+def test_gradients_traced_inside_functions_are_unaffected():
+    @tf.function
+    def gradient(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(tf_stopgrad.stop_gradient(x * x) * x)
+        return tape.gradient(y, x)
+
+    x = tf.constant([1.0, -2.0, 3.0])
+    np.testing.assert_array_equal(gradient(x).numpy(), (x * x).numpy())
