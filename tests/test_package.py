@@ -98,13 +98,16 @@ def test_public_api():
     }  # fmt: skip
 
 
-def test_main_job_reports_and_passes_its_self_check(tmp_path):
+def test_main_job_reports_and_passes_its_self_check():
+    # Run where the README runs it: in the repository root, whose ./tf_stopgrad (first on
+    # sys.path) has no compiled parts and hands over to the installed copy.
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     result = subprocess.run(
         [sys.executable, "-m", "tf_stopgrad"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
+    assert f"op library             : {tf_stopgrad.library_path()}" in result.stdout
     assert f"TensorFlow at run time : {tf.__version__}" in result.stdout
     assert "All checks passed." in result.stdout
     assert "FAILED" not in result.stdout

@@ -9,9 +9,15 @@ never imports Keras.
 import importlib
 from types import ModuleType
 
-from . import _gradients, _pfor
-from ._loader import build_info, include_dir, library_path
-from .ops import PREVENT_GRADIENT_OP, STOP_GRADIENT_OP, prevent_gradient, stop_gradient
+from ._source_checkout import hand_over_to_installed_copy
+
+# In a source checkout, the installed copy becomes this package. The lines below then only
+# re-bind names from it, and the import system returns the installed copy.
+hand_over_to_installed_copy(__name__, __file__)
+
+from . import _gradients, _pfor  # noqa: E402
+from ._loader import build_info, include_dir, library_path  # noqa: E402
+from .ops import PREVENT_GRADIENT_OP, STOP_GRADIENT_OP, prevent_gradient, stop_gradient  # noqa: E402
 
 _gradients.register()
 _pfor.register()

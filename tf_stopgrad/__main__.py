@@ -104,7 +104,7 @@ def report() -> int:
     for name, passed in results.items():
         print(f"  [{'ok' if passed else 'FAILED'}] {name}")
 
-    print("Kernels (XLA kernels appear once XLA has compiled something)")
+    print("Kernels")
     for op_type in (tf_stopgrad.STOP_GRADIENT_OP, tf_stopgrad.PREVENT_GRADIENT_OP):
         print(f"  {op_type}: {', '.join(_devices_with_kernels(op_type))}")
 
