@@ -30,7 +30,6 @@ executing_eagerly = _context.executing_eagerly
 # Runs one op eagerly from C++, recording it on any active tape: (ctx, op_type, name, *inputs,
 # *attr_name_value_pairs). The generated op wrappers call the same function.
 fast_path_execute = pywrap_tfe.TFE_Py_FastPathExecute
-FastPathFallback = _core._FallbackException
 NotOkStatus = _core._NotOkStatusException
 raise_from_not_ok_status = _ops.raise_from_not_ok_status
 

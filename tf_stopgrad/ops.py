@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Union
 
+import numpy as np
 import tensorflow as tf
 
 from . import _compat
@@ -13,7 +15,11 @@ _generated = load_op_library()
 STOP_GRADIENT_OP: str = build_info()["stop_gradient_op"]
 PREVENT_GRADIENT_OP: str = build_info()["prevent_gradient_op"]
 
-TensorLike = Union[tf.Tensor, tf.Variable, tf.RaggedTensor, tf.SparseTensor, tf.IndexedSlices, Any]
+Composite = Union[tf.RaggedTensor, tf.SparseTensor, tf.IndexedSlices]
+TensorInput = Union[
+    tf.Tensor, tf.Variable, Composite, np.ndarray, Sequence[Any], bool, int, float, str, bytes
+]
+TensorOutput = Union[tf.Tensor, Composite]
 
 _ACCEPTED = (
     "Pass a tf.Tensor, a tf.Variable, a RaggedTensor, SparseTensor or IndexedSlices, a NumPy "
@@ -21,7 +27,7 @@ _ACCEPTED = (
 )
 
 
-def stop_gradient(input: TensorLike, name: str | None = None) -> TensorLike:  # noqa: A002
+def stop_gradient(input: TensorInput, name: str | None = None) -> TensorOutput:  # noqa: A002
     """Returns ``input`` unchanged, and treats it as a constant when gradients are computed.
 
     Going forward the op is an identity: the result shares the input's buffer, whatever
@@ -77,10 +83,10 @@ def stop_gradient(input: TensorLike, name: str | None = None) -> TensorLike:  # 
 
 
 def prevent_gradient(
-    input: TensorLike,  # noqa: A002
+    input: TensorInput,  # noqa: A002
     message: str = "",
     name: str | None = None,
-) -> TensorLike:
+) -> TensorOutput:
     """Returns ``input`` unchanged, and makes differentiating through it an error.
 
     Use it to mark values whose gradient would be wrong or meaningless, so a silent zero
