@@ -18,6 +18,7 @@ from . import _compat
 from .ops import prevent_gradient, stop_gradient
 
 _keras = _compat.keras_package()
+_Layer: Any = _keras.layers.Layer  # Keras 2 or 3, known only at run time.
 
 if _keras.backend.backend() != "tensorflow":
     raise ImportError(
@@ -27,7 +28,7 @@ if _keras.backend.backend() != "tensorflow":
 
 
 @_keras.saving.register_keras_serializable(package="tf_stopgrad")
-class StopGradient(_keras.layers.Layer):
+class StopGradient(_Layer):
     """Passes its inputs through unchanged and lets no gradient flow back through them.
 
     Everything that produced the layer's inputs gets no gradient from its outputs, as with
@@ -54,7 +55,7 @@ class StopGradient(_keras.layers.Layer):
 
 
 @_keras.saving.register_keras_serializable(package="tf_stopgrad")
-class PreventGradient(_keras.layers.Layer):
+class PreventGradient(_Layer):
     """Passes its inputs through unchanged and makes differentiating through them an error.
 
     Computing a gradient that would flow through the layer raises ``LookupError`` with
