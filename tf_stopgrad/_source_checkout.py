@@ -16,7 +16,10 @@ from pathlib import Path
 
 
 def _has_compiled_parts(package_dir: Path) -> bool:
-    return any(package_dir.glob("_build_info*"))
+    return any(
+        (package_dir / f"_build_info{suffix}").is_file()
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES
+    )
 
 
 def hand_over_to_installed_copy(name: str, init_file: str) -> bool:
