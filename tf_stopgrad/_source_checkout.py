@@ -22,6 +22,12 @@ def _has_compiled_parts(package_dir: Path) -> bool:
     )
 
 
+def _is_source_checkout(package_dir: Path) -> bool:
+    # A damaged install is not one: its loader must report what is missing.
+    root = package_dir.parent
+    return (root / "pyproject.toml").is_file() and (root / "CMakeLists.txt").is_file()
+
+
 def hand_over_to_installed_copy(name: str, init_file: str) -> bool:
     """If ``init_file`` is a source checkout's, load the installed copy as ``name`` instead.
 
@@ -29,7 +35,7 @@ def hand_over_to_installed_copy(name: str, init_file: str) -> bool:
     explains how to install the package.
     """
     package_dir = Path(init_file).resolve().parent
-    if _has_compiled_parts(package_dir):
+    if _has_compiled_parts(package_dir) or not _is_source_checkout(package_dir):
         return False
     elsewhere = [p for p in sys.path if Path(p or ".").resolve() != package_dir.parent]
     spec = importlib.machinery.PathFinder.find_spec(name, elsewhere)
