@@ -16,7 +16,6 @@ def cmake_list(items):
 
 compile_flags = tf.sysconfig.get_compile_flags()
 link_flags = tf.sysconfig.get_link_flags()
-include_dir = tf.sysconfig.get_include()
 lib_dir = tf.sysconfig.get_lib()
 
 values = {
@@ -25,11 +24,6 @@ values = {
     "TF_COMPILE_OPTIONS": cmake_list(f for f in compile_flags if not f.startswith("-I")),
     "TF_LINK_DIRS": cmake_list(f[2:] for f in link_flags if f.startswith("-L")),
     "TF_LINK_LIBS": cmake_list(f[2:] for f in link_flags if f.startswith("-l")),
-    # tf2xla's headers include these two bundled libraries, which get_compile_flags() omits.
-    "TF_XLA_INCLUDE_DIRS": cmake_list(
-        os.path.join(include_dir, "external", sub)
-        for sub in ("highwayhash", os.path.join("farmhash_archive", "src"))
-    ),
     # The XLA and C++ client API symbols live here, not in libtensorflow_framework.
     "TF_CC_LIBRARY": os.path.join(lib_dir, "libtensorflow_cc.so.2"),
     "TF_LIB_DIR": lib_dir,

@@ -1,10 +1,10 @@
-// The forwarding kernel and its CPU, GPU and DEFAULT-device registrations.
+// The forwarding kernel's CPU, GPU and DEFAULT-device registrations.
 //
 // The GPU and DEFAULT registrations mirror TensorFlow's built-in StopGradient and
 // PreventGradient exactly (tests/test_kernel_registry.py compares the two registries).
 // Forwarding a buffer needs no device code, so no CUDA compiler is involved.
+#include "forward_input_kernel.h"
 #include "op_names.h"
-#include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
 
 namespace tf_stopgrad {
@@ -12,19 +12,6 @@ namespace tf_stopgrad {
 using ::tensorflow::DEVICE_CPU;
 using ::tensorflow::DEVICE_DEFAULT;
 using ::tensorflow::DEVICE_GPU;
-
-class ForwardInputOp : public tensorflow::OpKernel {
- public:
-  explicit ForwardInputOp(tensorflow::OpKernelConstruction* context) : OpKernel(context) {}
-
-  // The output aliases the input buffer: nothing is copied or allocated.
-  void Compute(tensorflow::OpKernelContext* context) override {
-    context->set_output(0, context->input(0));
-  }
-
-  // Lets the executor run the kernel inline instead of scheduling it on a thread pool.
-  bool IsExpensive() override { return false; }
-};
 
 REGISTER_KERNEL_BUILDER(Name(kStopGradientOp).Device(DEVICE_CPU), ForwardInputOp);
 REGISTER_KERNEL_BUILDER(Name(kPreventGradientOp).Device(DEVICE_CPU), ForwardInputOp);

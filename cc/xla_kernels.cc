@@ -1,8 +1,13 @@
 // XLA lowering: both ops forward their input expression, so they add nothing to the HLO.
+//
+// Only xla_op_registry.h is needed: the forwarding kernel is a plain OpKernel, so nothing
+// here includes xla_op_kernel.h, whose include chain reaches XLA's StreamExecutor headers
+// (TensorFlow 2.19's wheels ship those incomplete).
+#include <string>
 #include <utility>
 
+#include "forward_input_kernel.h"
 #include "op_names.h"
-#include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
 #include "tensorflow/compiler/tf2xla/xla_op_registry.h"
 #include "tensorflow/core/framework/kernel_def.pb.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -13,25 +18,14 @@ namespace {
 using ::tensorflow::KernelDef;
 using ::tensorflow::OpKernel;
 using ::tensorflow::OpKernelConstruction;
-using ::tensorflow::XlaOpKernel;
-using ::tensorflow::XlaOpKernelContext;
 using ::tensorflow::XlaOpRegistry;
 
-class ForwardInputXlaOp : public XlaOpKernel {
- public:
-  explicit ForwardInputXlaOp(OpKernelConstruction* context) : XlaOpKernel(context) {}
+REGISTER_XLA_OP(Name(kStopGradientOp).AllowVariantTypes(), ForwardInputOp);
+REGISTER_XLA_OP(Name(kPreventGradientOp), ForwardInputOp);
 
-  void Compile(XlaOpKernelContext* context) override {
-    context->SetOutputExpression(0, context->InputExpression(0));
-  }
-};
-
-OpKernel* CreateForwardInputXlaOp(OpKernelConstruction* context) {
-  return new ForwardInputXlaOp(context);
+OpKernel* CreateForwardInputOp(OpKernelConstruction* context) {
+  return new ForwardInputOp(context);
 }
-
-REGISTER_XLA_OP(Name(kStopGradientOp).AllowVariantTypes(), ForwardInputXlaOp);
-REGISTER_XLA_OP(Name(kPreventGradientOp), ForwardInputXlaOp);
 
 bool HasKernelOn(const std::string& op, const std::string& device_type) {
   const tensorflow::KernelList registered = tensorflow::GetRegisteredKernelsForOp(op);
@@ -58,7 +52,7 @@ void RegisterMissedXlaCompilationKernels() {
       auto* def = new KernelDef(builtin_def);
       def->set_op(ours);
       // Registrars live for the whole process, like the static ones REGISTER_KERNEL_BUILDER makes.
-      new tensorflow::kernel_factory::OpKernelRegistrar(def, "XlaJitOp", CreateForwardInputXlaOp);
+      new tensorflow::kernel_factory::OpKernelRegistrar(def, "XlaJitOp", CreateForwardInputOp);
     }
   }
 }

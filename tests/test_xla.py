@@ -95,6 +95,26 @@ def stopped_product_and_gradient(stop, x, weights):
     return loss, tape.gradient(loss, x)
 
 
+def stopped_tensor_list(stop, x):
+    """A TensorList (a variant tensor) through ``stop``, stacked back into a tensor."""
+    element_shape = x.shape[1:]
+    tensor_list = tf.raw_ops.TensorListFromTensor(tensor=x, element_shape=element_shape)
+    stopped = stop(tensor_list)
+    return tf.raw_ops.TensorListStack(
+        input_handle=stopped, element_shape=element_shape, element_dtype=x.dtype
+    ) * 2.0
+
+
+def test_jit_forwards_a_tensor_list_like_builtin():
+    x = special_tensor(tf.float32)
+
+    ours = jit(lambda a: stopped_tensor_list(tf_stopgrad.stop_gradient, a))(x)
+    builtin = jit(lambda a: stopped_tensor_list(tf.stop_gradient, a))(x)
+
+    np.testing.assert_array_equal(ours.numpy(), builtin.numpy())
+    np.testing.assert_array_equal(ours.numpy(), (x * 2.0).numpy())
+
+
 @pytest.mark.parametrize("computation", [stable_softmax_and_gradient, stopped_product_and_gradient])
 def test_jit_gradient_equals_builtin(computation):
     x = tf.constant([[1e4, 1e4 + 1.0, 1e4 - 2.0], [-3.0, 0.5, 2.0]])
