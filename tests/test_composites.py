@@ -6,6 +6,8 @@ import tensorflow as tf
 
 import tf_stopgrad
 
+pytestmark = pytest.mark.core
+
 
 def composites():
     return {

@@ -6,6 +6,8 @@ from support import ALL_PLAIN_DTYPES, NUMERIC_DTYPES, as_bits, buffer_address, s
 
 import tf_stopgrad
 
+pytestmark = pytest.mark.core
+
 SHAPES = [(), (0,), (4, 0, 3), (7,), (2, 3, 4)]
 LARGE_SHAPE = ((1 << 22) + 3,)
 

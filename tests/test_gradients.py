@@ -6,6 +6,8 @@ import tensorflow as tf
 
 import tf_stopgrad
 
+pytestmark = pytest.mark.core
+
 STOPS = {"builtin": tf.stop_gradient, "tf_stopgrad": tf_stopgrad.stop_gradient}
 X = np.array([0.5, -1.5, 2.0], np.float32)
 

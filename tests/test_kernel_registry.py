@@ -10,6 +10,8 @@ from tensorflow.python.framework import kernels
 
 import tf_stopgrad
 
+pytestmark = pytest.mark.core
+
 PAIRS = {
     "stop": (tf_stopgrad.STOP_GRADIENT_OP, "StopGradient"),
     "prevent": (tf_stopgrad.PREVENT_GRADIENT_OP, "PreventGradient"),

@@ -20,7 +20,7 @@ from workers.load_and_use import RELOAD_ACTIONS
 
 import tf_stopgrad
 
-pytestmark = pytest.mark.stress
+pytestmark = [pytest.mark.stress, pytest.mark.core]
 
 WORKER = str(Path(__file__).resolve().parent / "workers" / "load_and_use.py")
 INSTALLED_PACKAGE = Path(tf_stopgrad.__file__).resolve().parent

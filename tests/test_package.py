@@ -14,6 +14,8 @@ import tensorflow as tf
 import tf_stopgrad
 from tf_stopgrad import _loader, ops
 
+pytestmark = pytest.mark.core
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -5,6 +5,8 @@ import tensorflow as tf
 
 import tf_stopgrad
 
+pytestmark = pytest.mark.core
+
 SIGNATURES = [
     tf.TensorSpec([], tf.float32),
     tf.TensorSpec([2, 3], tf.float32),

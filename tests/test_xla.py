@@ -14,6 +14,8 @@ from tensorflow.python.framework import kernels
 
 import tf_stopgrad
 
+pytestmark = pytest.mark.core
+
 MESSAGE = "sampled, not learned"
 
 
