@@ -42,9 +42,15 @@ class TapeFootprint:
 
 
 def allocator_counts_bytes() -> bool:
-    """Whether ``get_memory_info`` reports this process's CPU allocations."""
+    """Whether ``get_memory_info`` reports this process's CPU allocations.
+
+    Some releases keep counters that stay at zero; others (2.19) raise ValueError instead.
+    """
     probe_bytes = 1 << 20
-    before = tf.config.experimental.get_memory_info(_CPU)["current"]
+    try:
+        before = tf.config.experimental.get_memory_info(_CPU)["current"]
+    except ValueError:
+        return False
     probe = tf.zeros([probe_bytes // 4])
     after = tf.config.experimental.get_memory_info(_CPU)["current"]
     del probe
