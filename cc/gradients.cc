@@ -18,9 +18,10 @@ absl::Status RefusePreventGradient(const tensorflow::Scope& scope,
                                    std::vector<tensorflow::Output>* grad_outputs) {
   std::string message;
   TF_RETURN_IF_ERROR(tensorflow::GetNodeAttr(op.node()->attrs(), "message", &message));
+  // The Python gradient's wording, which starts with the built-in's.
   return absl::InvalidArgumentError(absl::StrCat(
-      "Cannot differentiate through ", kPreventGradientOp, " (node ", op.node()->name(),
-      "): ", message.empty() ? "the gradient is disabled here" : message));
+      "Gradient explicitly disabled. Reason: ", message.empty() ? "(none given)" : message,
+      " (op ", kPreventGradientOp, ", node '", op.node()->name(), "')"));
 }
 
 REGISTER_NO_GRADIENT_OP(kStopGradientOp);

@@ -69,6 +69,13 @@ def test_program_builds_nodes_of_our_op_types(program_output):
     assert program_output["graph"] == "ok"
 
 
+def test_nodes_get_the_builtin_default_names(program_output):
+    # Ours are made first, so the built-in's, in the same scope, come second in the sequence.
+    assert program_output["node_names"].split() == [
+        "StopGradient", "PreventGradient", "StopGradient_1", "PreventGradient_1",
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize("op", ["stop", "prevent"])
 def test_forward_is_the_input_like_builtin(program_output, op):
     np.testing.assert_array_equal(values(program_output["input"]), INPUT)
@@ -89,7 +96,8 @@ def test_symbolic_gradient_of_stopped_product_is_the_input_like_builtin(program_
 def test_symbolic_gradient_through_prevent_gradient_fails_with_its_message(program_output):
     status = program_output["prevent_gradient"]
     assert status.startswith("INVALID_ARGUMENT")
-    assert MESSAGE in status
-    assert tf_stopgrad.PREVENT_GRADIENT_OP in status
+    # The wording of the Python gradient, which starts with the built-in Python gradient's.
+    assert f"Gradient explicitly disabled. Reason: {MESSAGE}" in status
+    assert f"(op {tf_stopgrad.PREVENT_GRADIENT_OP}, node 'PreventGradient')" in status
     # The built-in refuses too, but only because TensorFlow registers no C++ gradient for it.
     assert program_output["builtin_prevent_gradient"].startswith("NOT_FOUND: No gradient defined")

@@ -1,5 +1,7 @@
 """Gradients are masked exactly like the built-in's, in every way TensorFlow differentiates."""
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -184,11 +186,31 @@ def test_prevent_gradient_raises_like_builtin_with_message(differentiate):
     # Inside tf.function, autograph wraps the LookupError (for the built-in too).
     assert type(ours) is type(builtin)
     assert isinstance(ours, LookupError) or "LookupError" in str(ours)
-    assert "no E-step grads" in str(ours)
+    # The built-in's own wording, which TensorFlow's tests match on, then the message.
+    assert builtin_wording() + "no E-step grads" in str(ours)
+
+
+def builtin_wording() -> str:
+    """What the built-in PreventGradient's error says before its message."""
+    marker = "MESSAGE-MARKER"
+    error = raised_by(
+        eager_tape_gradient, lambda x: tf.raw_ops.PreventGradient(input=x, message=marker)
+    )
+    wording = str(error).split(marker)[0]
+    return wording[: -len("b'")] if wording.endswith("b'") else wording  # it shows bytes
+
+
+def test_prevent_gradient_error_names_the_op_and_node_in_graphs():
+    expected = f"{builtin_wording()}sampled (op {tf_stopgrad.PREVENT_GRADIENT_OP}, node 'labels')"
+    with tf.Graph().as_default():
+        x = tf.constant(X)
+        y = tf_stopgrad.prevent_gradient(x, "sampled", name="labels")
+        with pytest.raises(LookupError, match=re.escape(expected)):
+            tf.compat.v1.gradients(y, x)
 
 
 def test_prevent_gradient_without_message_still_explains():
-    with pytest.raises(LookupError, match="PreventGradient.*forbids differentiation"):
+    with pytest.raises(LookupError, match="explicitly disabled.*TfStopgrad>PreventGradient"):
         eager_tape_gradient(tf_stopgrad.prevent_gradient)
 
 

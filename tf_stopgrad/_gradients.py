@@ -19,10 +19,13 @@ def _prevent_gradient_grad(op, grad):
     message = op.get_attr("message")
     if isinstance(message, bytes):
         message = message.decode("utf-8", "replace")
-    raise LookupError(
-        f"Gradient requested through {PREVENT_GRADIENT_OP}, which forbids differentiation: "
-        f"{message or 'no reason given'}"
-    )
+    where = f"op {PREVENT_GRADIENT_OP}"
+    node = getattr(op, "name", None)  # Eager tapes pass a stand-in op without a name.
+    if node:
+        where += f", node {node!r}"
+    # The built-in's wording first: code and tests match on "explicitly disabled".
+    reason = message or "(none given)"
+    raise LookupError(f"Gradient explicitly disabled. Reason: {reason} ({where})")
 
 
 def register() -> None:

@@ -79,7 +79,9 @@ def stop_gradient(input: TensorInput, name: str | None = None) -> TensorOutput: 
     if _is_composite(input):
         return tf.nest.map_structure(stop_gradient, input, expand_composites=True)
     with _compat.stop_recording():
-        return _convert_errors(_generated.tf_stopgrad_stop_gradient, "stop_gradient", input, name)
+        return _convert_errors(
+            _generated.tf_stopgrad_stop_gradient, "stop_gradient", input, name, "StopGradient"
+        )
 
 
 def prevent_gradient(
@@ -133,7 +135,12 @@ def prevent_gradient(
             lambda component: prevent_gradient(component, message), input, expand_composites=True
         )
     return _convert_errors(
-        _generated.tf_stopgrad_prevent_gradient, "prevent_gradient", input, name, message=message
+        _generated.tf_stopgrad_prevent_gradient,
+        "prevent_gradient",
+        input,
+        name,
+        "PreventGradient",
+        message=message,
     )
 
 
@@ -149,10 +156,21 @@ def _is_composite(value: Any) -> bool:
     return isinstance(value, _compat.CompositeTensor) and not _compat.is_resource_variable(value)
 
 
-def _convert_errors(op_wrapper, api_name: str, input: Any, name: str | None, **attrs: Any):  # noqa: A002
-    """Call a generated op wrapper; explain conversion failures in the same exception type."""
+def _convert_errors(
+    op_wrapper,
+    api_name: str,
+    input: Any,  # noqa: A002
+    name: str | None,
+    default_name: str,
+    **attrs: Any,
+):
+    """Call a generated op wrapper; explain conversion failures in the same exception type.
+
+    Graph nodes get the built-in op's default name (``StopGradient``, ``StopGradient_1``, ...)
+    rather than the namespaced op type, so code that finds tensors by name works unchanged.
+    """
     try:
-        return op_wrapper(input, name=name, **attrs)
+        return op_wrapper(input, name=default_name if name is None else name, **attrs)
     except (TypeError, ValueError) as error:
         if type(error) not in (TypeError, ValueError):
             raise

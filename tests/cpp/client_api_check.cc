@@ -75,6 +75,8 @@ int main() {
   std::cout << "stop_op_type: " << stopped.node()->type_string() << "\n";
   std::cout << "prevent_op_type: " << prevented.node()->type_string() << "\n";
   std::cout << "prevent_message_attr: " << prevented.node()->attrs().Find("message")->s() << "\n";
+  std::cout << "node_names: " << stopped.node()->name() << " " << prevented.node()->name() << " "
+            << builtin_stopped.node()->name() << " " << builtin_prevented.node()->name() << "\n";
   if (!PrintStatus("graph", scope.status())) return 1;
 
   // The wheel's libtensorflow_cc does not export tensorflow::ClientSession; a plain Session
