@@ -17,7 +17,7 @@ from tf_stopgrad.benchmarks.report import Row
 from tf_stopgrad.benchmarks.timing import Progress, time_interleaved
 
 import tf_stopgrad
-from tf_stopgrad import _compat
+from tf_stopgrad import _compat, _progress
 
 FULL_ROUNDS = 120
 QUICK_ROUNDS = 2
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rounds must be at least 1")
 
     header = report.machine_description()
-    progress = report.print_progress if sys.stderr.isatty() else None
+    progress = _progress.Progress("bench: sample")
     rows = run(quick=args.quick, progress=progress, rounds=args.rounds)
     print("\n".join(header))
     print(f"Load average at end (1, 5, 15 min): {report.load_average()}")

@@ -7,7 +7,6 @@ import datetime
 import math
 import os
 import platform
-import sys
 
 import tensorflow as tf
 
@@ -141,11 +140,3 @@ def plot(rows: list[Row], path: str) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     pyplot.close(figure)
-
-
-def print_progress(done: int, total: int) -> None:
-    """An in-place counter on stderr, ended with a newline when the last sample is done."""
-    sys.stderr.write(f"\rbench: sample {done}/{total}")
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()

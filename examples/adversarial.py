@@ -25,6 +25,7 @@ from sklearn.model_selection import train_test_split
 from tf_stopgrad.examples import _cli
 
 import tf_stopgrad
+from tf_stopgrad._progress import Progress
 
 StopGradientFn = Callable[[tf.Tensor], tf.Tensor]
 
@@ -183,13 +184,13 @@ def train(
             variable.assign_sub(learning_rate * gradient)
 
     kind = "normal" if epsilon is None else "adversarial"
-    for epoch in range(1, epochs + 1):
-        order = shuffler.permutation(len(labels))
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
-            descend(tf.gather(images, batch), tf.gather(labels, batch))
-        print(f"\r{kind} training epoch {epoch}/{epochs}", end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
+    with Progress(f"{kind} training epoch", epochs) as progress:
+        for epoch in range(1, epochs + 1):
+            order = shuffler.permutation(len(labels))
+            for start in range(0, len(order), batch_size):
+                batch = order[start : start + batch_size]
+                descend(tf.gather(images, batch), tf.gather(labels, batch))
+            progress(epoch)
 
 
 def training_gradient_ops(params: MLPParams, epsilon: float, stop_gradient: StopGradientFn) -> int:

@@ -29,6 +29,7 @@ from sklearn.mixture import GaussianMixture
 from tf_stopgrad.examples import _cli
 
 import tf_stopgrad
+from tf_stopgrad._progress import Progress
 
 StopGradientFn = Callable[[tf.Tensor], tf.Tensor]
 
@@ -180,13 +181,13 @@ def fit_em(
         return updated, average_log_likelihood(data, updated)
 
     history = [float(average_log_likelihood(data, params))]
-    for iteration in range(1, max_iter + 1):
-        params, log_likelihood = em_iteration(params)
-        history.append(float(log_likelihood))
-        print(f"\rEM iteration {iteration}/{max_iter}", end="", file=sys.stderr, flush=True)
-        if abs(history[-1] - history[-2]) < tol:
-            break
-    print(file=sys.stderr)
+    with Progress("EM iteration", max_iter) as progress:
+        for iteration in range(1, max_iter + 1):
+            params, log_likelihood = em_iteration(params)
+            history.append(float(log_likelihood))
+            progress(iteration)
+            if abs(history[-1] - history[-2]) < tol:
+                break
     return params, history
 
 

@@ -28,6 +28,7 @@ from sklearn.model_selection import train_test_split
 from tf_stopgrad.examples import _cli
 
 import tf_stopgrad
+from tf_stopgrad._progress import Progress
 
 StopGradientFn = Callable[[tf.Tensor], tf.Tensor]
 
@@ -223,13 +224,13 @@ def train(
             variable.assign_sub(learning_rate * gradient)
 
     errors = [reconstruction_error(held_out, params)]
-    for epoch in range(1, epochs + 1):
-        order = shuffler.permutation(len(train_data))
-        for start in range(0, len(order), batch_size):
-            descend(tf.constant(train_data[order[start : start + batch_size]]))
-        errors.append(reconstruction_error(held_out, params))
-        print(f"\rRBM epoch {epoch}/{epochs}", end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
+    with Progress("RBM epoch", epochs) as progress:
+        for epoch in range(1, epochs + 1):
+            order = shuffler.permutation(len(train_data))
+            for start in range(0, len(order), batch_size):
+                descend(tf.constant(train_data[order[start : start + batch_size]]))
+            errors.append(reconstruction_error(held_out, params))
+            progress(epoch)
     return errors
 
 

@@ -6,6 +6,7 @@ log-likelihood written out by hand here, and the built-in ``tf.stop_gradient``.
 
 import importlib
 import math
+import re
 
 import numpy as np
 import pytest
@@ -309,7 +310,12 @@ def test_main_quick_succeeds_and_saves_a_plot(name, tmp_path, capsys):
     assert module.main(["--quick", "--plot", str(plot)]) == 0
     assert plot.stat().st_size > 1000
     assert plot.read_bytes().startswith(b"\x89PNG")
-    assert str(plot) in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert str(plot) in captured.out
+    # stderr is not a terminal here: progress comes as a few whole lines, never as "\r".
+    assert "\r" not in captured.err
+    progress_lines = [line for line in captured.err.splitlines() if re.search(r" \d+/\d+$", line)]
+    assert len(progress_lines) <= 10
 
 
 def test_examples_mapping_lists_the_four_examples():

@@ -9,7 +9,10 @@ never imports Keras.
 import importlib
 from types import ModuleType
 
+from ._command_line import quiet_tensorflow_unless_asked
 from ._source_checkout import hand_over_to_installed_copy
+
+quiet_tensorflow_unless_asked()  # before anything imports TensorFlow
 
 # In a source checkout, the installed copy becomes this package. The lines below then only
 # re-bind names from it, and the import system returns the installed copy.

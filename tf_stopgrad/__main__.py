@@ -3,25 +3,25 @@
     python -m tf_stopgrad                      versions, kernels, self-check, softmax demo
     python -m tf_stopgrad demo {softmax,em,rbm,adversarial,all} [--quick] [--plot FILE.png]
     python -m tf_stopgrad bench [--quick] [--rounds N] [--plot FILE.png]
+
+TensorFlow's C++ log lines are hidden unless --tf-logs is given (anywhere on the line).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.framework import kernels
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from tensorflow.python.framework import kernels  # noqa: E402
-
-import tf_stopgrad  # noqa: E402
-from tf_stopgrad.examples import EXAMPLES  # noqa: E402
+import tf_stopgrad
+from tf_stopgrad._command_line import SHOW_TF_LOGS_FLAG
+from tf_stopgrad.examples import EXAMPLES
 
 KERNEL_DEVICES = {
     "CPU": "CPU", "GPU": "GPU", "XLA_CPU_JIT": "XLA (CPU)", "XLA_GPU_JIT": "XLA (GPU)",
@@ -157,6 +157,12 @@ def main(argv: list[str] | None = None) -> int:
         description="Report on the tf_stopgrad plugin and self-check it (no arguments), run "
         "the use-case demos, or run the side-by-side benchmark against tf.stop_gradient.",
     )
+    parser.add_argument(
+        SHOW_TF_LOGS_FLAG,
+        action="store_true",
+        help="show TensorFlow's C++ log lines (hidden by default; TF_CPP_MIN_LOG_LEVEL, when "
+        "set, is respected)",
+    )
     commands = parser.add_subparsers(dest="command")
     demo_parser = commands.add_parser(
         "demo",
@@ -172,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         "FILE.png) are passed to the benchmark.",
     )
     args, rest = parser.parse_known_args(argv)
+    # Read before TensorFlow was imported (see _command_line.py), wherever it stands.
+    rest = [arg for arg in rest if arg != SHOW_TF_LOGS_FLAG]
     if args.command == "demo":
         return demo(args.name, rest)
     if args.command == "bench":

@@ -1,0 +1,91 @@
+"""The command line's output: TensorFlow's C++ log lines hidden unless asked for, and progress
+that reads well in a terminal and in a log."""
+
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tf_stopgrad._progress import LOG_LINES, Progress
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# glog/absl format of TensorFlow's C++ log lines, e.g. "E0000 00:00:1795 ... cuda_platform.cc:52]"
+TF_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:. ]+\s*\d+ [\w.]+:\d+\]|absl::InitializeLog", re.M)
+
+
+def run_command(*args: str) -> subprocess.CompletedProcess:
+    env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
+    return subprocess.run(
+        [sys.executable, "-m", "tf_stopgrad", *args],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_main_job_prints_no_tensorflow_log_lines_by_default():
+    result = run_command()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "All checks passed." in result.stdout
+    assert not TF_LOG_LINE.search(result.stdout + result.stderr), result.stderr
+
+
+def test_tf_logs_flag_shows_tensorflow_log_lines():
+    result = run_command("--tf-logs", "--help")
+    assert result.returncode == 0, result.stderr
+    assert TF_LOG_LINE.search(result.stderr), "TensorFlow logs at import on this machine"
+    assert "--tf-logs" in result.stdout
+
+
+def test_importing_the_package_leaves_tensorflow_logging_alone():
+    env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
+    script = "import os, tf_stopgrad; print(os.environ.get('TF_CPP_MIN_LOG_LEVEL'))"
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT.parent, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "None"
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("total", [1, 3, 4, 7, 100])
+def test_progress_in_a_log_is_a_few_whole_lines_ending_at_the_total(total):
+    log = io.StringIO()
+    with Progress("epoch", total, stream=log) as progress:
+        for done in range(1, total + 1):
+            progress(done)
+    lines = log.getvalue().splitlines()
+    assert "\r" not in log.getvalue()
+    assert 1 <= len(lines) <= LOG_LINES
+    assert lines[-1] == f"epoch {total}/{total}"
+    assert lines == sorted(set(lines), key=lines.index)  # no line written twice
+
+
+def test_progress_in_a_log_that_stops_early_ends_with_the_count_reached():
+    log = io.StringIO()
+    with Progress("EM iteration", 500, stream=log) as progress:
+        for done in range(1, 85):
+            progress(done)
+    assert log.getvalue().splitlines()[-1] == "EM iteration 84/500"
+
+
+def test_progress_in_a_terminal_updates_one_line_in_place():
+    terminal = FakeTerminal()
+    with Progress("bench: sample", stream=terminal) as progress:
+        for done in range(1, 4):
+            progress(done, 3)
+    assert terminal.getvalue() == "\rbench: sample 1/3\rbench: sample 2/3\rbench: sample 3/3\n"
+
+
+def test_progress_in_a_terminal_that_stops_early_still_ends_its_line():
+    terminal = FakeTerminal()
+    with Progress("RBM epoch", 10, stream=terminal) as progress:
+        progress(1)
+    assert terminal.getvalue() == "\rRBM epoch 1/10\n"
