@@ -68,3 +68,9 @@ def test_prevent_raises_like_builtin(results, layout, scenario):
     assert ours["error"] == builtin["error"]
     assert "Gradient explicitly disabled" in ours["message"]
     assert "sampled, not learned" in ours["message"]
+
+
+def test_functions_use_the_builtin_only_once_dtensor_is_in_use(results):
+    # A traced function cannot tell whether DTensor will run it; see tf_stopgrad/_dtensor.py.
+    assert results["traced before DTensor is used"] == ["TfStopgrad>StopGradient"]
+    assert results["traced once DTensor is used"] == ["StopGradient"]

@@ -5,7 +5,9 @@ Usage: python dtensor_ops.py RESULT_JSON
 DTensor needs two logical CPUs, configured before TensorFlow starts, hence a fresh process.
 RESULT_JSON maps ``"<implementation> <layout>"`` (implementations ``tf_stopgrad`` and
 ``builtin``, layouts ``sharded`` and ``replicated``) to the outcome of each scenario: a
-result's per-device components and layout, or an error's type and message.
+result's per-device components and layout, or an error's type and message. It also lists
+the op types in a ``tf.function`` of ``tf_stopgrad.stop_gradient`` traced before and after
+the process first uses DTensor.
 """
 
 import json
@@ -71,20 +73,26 @@ def scenarios(stop, prevent, x: tf.Tensor) -> dict:
     }
 
 
+def traced_op_types() -> list:
+    graph = tf.function(tf_stopgrad.stop_gradient).get_concrete_function(tf.constant(VALUES)).graph
+    return sorted({op.type for op in graph.get_operations()} - {"Placeholder", "Identity"})
+
+
 def main(result_path: str) -> None:
     (cpu,) = tf.config.list_physical_devices("CPU")
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     mesh = dtensor.create_mesh([("batch", 2)], device_type="CPU")
+    results = {"traced before DTensor is used": traced_op_types()}
     layouts = {
         "sharded": dtensor.Layout(["batch", dtensor.UNSHARDED], mesh),
         "replicated": dtensor.Layout.replicated(mesh, rank=2),
     }
-    results = {}
     for layout_name, layout in layouts.items():
         x = dtensor.relayout(dtensor.copy_to_mesh(VALUES, layouts["replicated"]), layout)
         assert dtensor.fetch_layout(x) == layout
         for name, (stop, prevent) in IMPLEMENTATIONS.items():
             results[f"{name} {layout_name}"] = scenarios(stop, prevent, x)
+    results["traced once DTensor is used"] = traced_op_types()
     with open(result_path, "w") as result_file:
         json.dump(results, result_file, indent=1)
 
