@@ -6,6 +6,7 @@ starts.
 """
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -74,3 +75,12 @@ def test_functions_use_the_builtin_only_once_dtensor_is_in_use(results):
     # A traced function cannot tell whether DTensor will run it; see tf_stopgrad/_dtensor.py.
     assert results["traced before DTensor is used"] == ["TfStopgrad>StopGradient"]
     assert results["traced once DTensor is used"] == ["StopGradient"]
+
+
+def test_a_function_traced_before_dtensor_is_used_fails_under_it(results):
+    outcome = results["traced before DTensor is used, called with a DTensor"]
+    assert outcome["error"] == "UnknownError"
+    assert re.search(
+        r"'tf.TfStopgrad>StopGradient' op does not implement layout propagation",
+        outcome["message"],
+    )

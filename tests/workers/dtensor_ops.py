@@ -7,7 +7,7 @@ RESULT_JSON maps ``"<implementation> <layout>"`` (implementations ``tf_stopgrad`
 ``builtin``, layouts ``sharded`` and ``replicated``) to the outcome of each scenario: a
 result's per-device components and layout, or an error's type and message. It also lists
 the op types in a ``tf.function`` of ``tf_stopgrad.stop_gradient`` traced before and after
-the process first uses DTensor.
+the process first uses DTensor, and what the one traced before gives for a DTensor.
 """
 
 import json
@@ -73,8 +73,8 @@ def scenarios(stop, prevent, x: tf.Tensor) -> dict:
     }
 
 
-def traced_op_types() -> list:
-    graph = tf.function(tf_stopgrad.stop_gradient).get_concrete_function(tf.constant(VALUES)).graph
+def traced_op_types(function) -> list:
+    graph = function.get_concrete_function(tf.constant(VALUES)).graph
     return sorted({op.type for op in graph.get_operations()} - {"Placeholder", "Identity"})
 
 
@@ -82,7 +82,8 @@ def main(result_path: str) -> None:
     (cpu,) = tf.config.list_physical_devices("CPU")
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     mesh = dtensor.create_mesh([("batch", 2)], device_type="CPU")
-    results = {"traced before DTensor is used": traced_op_types()}
+    traced_early = tf.function(tf_stopgrad.stop_gradient)
+    results = {"traced before DTensor is used": traced_op_types(traced_early)}
     layouts = {
         "sharded": dtensor.Layout(["batch", dtensor.UNSHARDED], mesh),
         "replicated": dtensor.Layout.replicated(mesh, rank=2),
@@ -92,7 +93,10 @@ def main(result_path: str) -> None:
         assert dtensor.fetch_layout(x) == layout
         for name, (stop, prevent) in IMPLEMENTATIONS.items():
             results[f"{name} {layout_name}"] = scenarios(stop, prevent, x)
-    results["traced once DTensor is used"] = traced_op_types()
+    results["traced once DTensor is used"] = traced_op_types(tf.function(tf_stopgrad.stop_gradient))
+    results["traced before DTensor is used, called with a DTensor"] = outcome(
+        lambda: traced_early(x)
+    )
     with open(result_path, "w") as result_file:
         json.dump(results, result_file, indent=1)
 
