@@ -3,9 +3,9 @@
 Usage: python ps_cluster.py RESULT_JSON (with-plugin|without-plugin) TIMEOUT_S [private-network]
 
 Each task is its own process. The workers import tf_stopgrad or not as told; the ps never
-does. The coordinator (ps_coordinator.py) writes RESULT_JSON; this process writes the
-network namespace it ran in to ``network_namespace``. With ``private-network`` this
-process runs in a network namespace of its own (``unshare -n``), whose loopback starts down.
+does. The coordinator (ps_coordinator.py) writes RESULT_JSON. ``private-network`` says this
+process was started in a network namespace of its own (``unshare -n``), whose loopback
+starts down; the namespace it ran in is written to ``network_namespace``.
 """
 
 import json
