@@ -4,17 +4,27 @@ tests/workers/distributed_train_step.py runs the same step three ways (tf_stopgr
 tf.stop_gradient, no stop) in fresh processes: MirroredStrategy needs its logical devices
 configured before TensorFlow starts, and MultiWorkerMirroredStrategy needs one process per
 worker.
+
+ParameterServerStrategy runs as a cluster of processes (tests/workers/ps_cluster.py): one
+ps that never imports tf_stopgrad (ps_server.py asserts it), two workers that import it or
+not, and a coordinator that runs the same step and reports what reached it.
 """
 
 import json
-import socket
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
-from workers.launch import Worker, run_together, run_worker
+from workers.launch import Worker, free_loopback_ports, run_together, run_worker
 
 MIRRORED_TIMEOUT_S = 120
 MULTI_WORKER_TIMEOUT_S = 90
+PARAMETER_SERVER_TIMEOUT_S = 60
+PARAMETER_SERVER_PROMPT_ERROR_S = 10
 COMPARED = ("loss", "gradients", "weights")
 
 
@@ -54,17 +64,6 @@ def test_mirrored_step_runs_the_op_on_both_replicas(mirrored_results):
 def test_mirrored_step_matches_builtin(mirrored_results):
     assert_same_step(mirrored_results["tf_stopgrad"], mirrored_results["builtin"])
     assert_stop_took_effect(mirrored_results)
-
-
-def free_loopback_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def tf_config(ports: list[int], index: int) -> str:
@@ -108,3 +107,67 @@ def test_multi_worker_step_matches_builtin(multi_worker_results, worker):
 def test_multi_worker_workers_agree(multi_worker_results, implementation):
     first, second = (results[implementation] for results in multi_worker_results)
     assert_same_step(first, second)
+
+
+def private_network_wrapper() -> tuple[tuple[str, ...], str]:
+    """How to run a process in a network namespace of its own, or why it cannot be done here.
+
+    TensorFlow's gRPC servers listen on all interfaces, whatever address the cluster names.
+    """
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return (), "unshare or ip is not installed"
+    probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return (), f"unshare -n failed: {probe.stderr.strip()}"
+    return ("unshare", "-n"), ""
+
+
+def run_parameter_server_cluster(workdir: Path, worker_plugin: str) -> dict:
+    wrapper, _ = private_network_wrapper()
+    network = ("private-network",) if wrapper else ()
+    cluster = Worker(
+        "ps_cluster.py",
+        ("result.json", worker_plugin, str(PARAMETER_SERVER_TIMEOUT_S), *network),
+        wrapper=wrapper,
+    )
+    run_together([cluster], cwd=workdir, timeout=PARAMETER_SERVER_TIMEOUT_S + 10)
+    results = json.loads((workdir / "result.json").read_text())
+    results["network_namespace"] = (workdir / "network_namespace").read_text()
+    return results
+
+
+@pytest.fixture(scope="module")
+def parameter_server_results(tmp_path_factory) -> dict:
+    return run_parameter_server_cluster(tmp_path_factory.mktemp("ps"), "with-plugin")
+
+
+@pytest.fixture(scope="module")
+def parameter_server_results_without_plugin(tmp_path_factory) -> dict:
+    return run_parameter_server_cluster(tmp_path_factory.mktemp("ps_no_plugin"), "without-plugin")
+
+
+def test_parameter_server_step_matches_builtin(parameter_server_results):
+    assert_same_step(parameter_server_results["tf_stopgrad"], parameter_server_results["builtin"])
+    assert_stop_took_effect(parameter_server_results)
+
+
+def test_parameter_server_workers_without_plugin_fail_promptly(
+    parameter_server_results_without_plugin, parameter_server_results
+):
+    failed = parameter_server_results_without_plugin["tf_stopgrad"]
+    assert failed["error"] == "NotFoundError"
+    assert re.match(r"Op type not registered 'TfStopgrad>StopGradient'", failed["message"])
+    assert "from remote target /job:worker/replica:0/task:" in failed["message"]
+    assert failed["seconds_to_error"] < PARAMETER_SERVER_PROMPT_ERROR_S
+    # Only the plugin's op needs the import: the same workers run the other steps.
+    for name in ("builtin", "no_stop"):
+        assert_same_step(
+            parameter_server_results_without_plugin[name], parameter_server_results[name]
+        )
+
+
+def test_parameter_server_cluster_has_a_network_of_its_own(parameter_server_results):
+    wrapper, reason = private_network_wrapper()
+    if not wrapper:
+        pytest.skip(f"the cluster listened on this machine's interfaces: {reason}")
+    assert parameter_server_results["network_namespace"] != os.readlink("/proc/self/ns/net")

@@ -64,8 +64,12 @@ def test_load_op_library_again_is_harmless():
 @pytest.mark.parametrize("runtime", ["2.20.0", "3.0.0", "2.2.1"])
 def test_different_tensorflow_minor_is_refused_with_rebuild_command(runtime):
     info = dict(tf_stopgrad.build_info(), tf_version="2.21.0")
-    with pytest.raises(ImportError, match=r"built against TensorFlow 2\.21\.0.*"
-                       + re.escape(runtime) + r".*pip install --force-reinstall --no-deps"):
+    with pytest.raises(
+        ImportError,
+        match=r"built against TensorFlow 2\.21\.0.*"
+        + re.escape(runtime)
+        + r".*pip install --force-reinstall --no-deps",
+    ):
         _loader.check_compatible(info, runtime, info["cxx11_abi"])
 
 

@@ -102,9 +102,12 @@ def stopped_tensor_list(stop, x):
     element_shape = x.shape[1:]
     tensor_list = tf.raw_ops.TensorListFromTensor(tensor=x, element_shape=element_shape)
     stopped = stop(tensor_list)
-    return tf.raw_ops.TensorListStack(
-        input_handle=stopped, element_shape=element_shape, element_dtype=x.dtype
-    ) * 2.0
+    return (
+        tf.raw_ops.TensorListStack(
+            input_handle=stopped, element_shape=element_shape, element_dtype=x.dtype
+        )
+        * 2.0
+    )
 
 
 def test_jit_forwards_a_tensor_list_like_builtin():

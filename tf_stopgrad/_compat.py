@@ -7,6 +7,7 @@ TensorFlow release that moves one of them needs a change here and nowhere else.
 import importlib
 
 import tensorflow as tf
+from tensorflow.dtensor.python import api as _dtensor_api
 from tensorflow.python import pywrap_tfe
 from tensorflow.python.eager import context as _context
 from tensorflow.python.eager import core as _core
@@ -37,6 +38,13 @@ raise_from_not_ok_status = _ops.raise_from_not_ok_status
 no_tape_can_record = pywrap_tfe.TFE_Py_TapeSetIsEmpty
 
 wrap_pfor_output = _pfor.wrap
+
+is_dtensor = _dtensor_api.is_dtensor
+
+
+def dtensor_device_exists() -> bool:
+    """True once this process uses DTensor; before that, asking ``is_dtensor`` would create it."""
+    return _dtensor_api._dtensor_singleton is not None
 
 
 def register_pfor_converter(op_type, converter):

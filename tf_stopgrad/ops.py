@@ -8,7 +8,7 @@ from typing import Any, Union
 import numpy as np
 import tensorflow as tf
 
-from . import _compat
+from . import _compat, _dtensor
 from ._loader import build_info, load_op_library
 
 _generated = load_op_library()
@@ -69,6 +69,8 @@ def stop_gradient(input: TensorInput, name: str | None = None) -> TensorOutput: 
     Raises:
       TypeError, ValueError: ``input`` cannot be converted to a tensor.
     """
+    if _dtensor.should_use_builtin(input) and not _is_composite(input):
+        return _dtensor.stop_gradient(input, name)
     if type(input) is _compat.EagerTensor and _compat.executing_eagerly():
         if _compat.no_tape_can_record():
             return _execute_eagerly(STOP_GRADIENT_OP, input)
@@ -128,6 +130,8 @@ def prevent_gradient(
             f"{type(message).__name__} ({message!r}). Pass the reason as text, e.g. "
             f"message='sampled value'."
         )
+    if _dtensor.should_use_builtin(input) and not _is_composite(input):
+        return _dtensor.prevent_gradient(input, message, name)
     if type(input) is _compat.EagerTensor and _compat.executing_eagerly():
         return _execute_eagerly(PREVENT_GRADIENT_OP, input, "message", message)
     if _is_composite(input):

@@ -53,10 +53,25 @@ def count_ops(graph_def: tf.compat.v1.GraphDef, op_type: str) -> int:
     return sum(node.op == op_type for node in nodes)
 
 
-def train_once(strategy: tf.distribute.Strategy, stop) -> dict:
+def make_weights(strategy: tf.distribute.Strategy) -> tuple[tf.Variable, tf.Variable]:
+    """``frozen`` and ``live``, created where ``strategy`` keeps its variables."""
     with strategy.scope():
-        frozen = tf.Variable([[0.5], [-1.0], [0.25]])
-        live = tf.Variable([[1.0], [0.5], [-0.5]])
+        return tf.Variable([[0.5], [-1.0], [0.25]]), tf.Variable([[1.0], [0.5], [-0.5]])
+
+
+def loss_and_gradients(stop, frozen: tf.Variable, live: tf.Variable, x, y):
+    """This batch's share of the loss, and its gradients for ``[frozen, live]``."""
+    with tf.GradientTape() as tape:
+        prediction = stop(tf.tanh(x @ frozen)) * (x @ live)
+        loss = tf.reduce_sum(tf.square(prediction - y)) / GLOBAL_BATCH
+    gradients = tape.gradient(
+        loss, [frozen, live], unconnected_gradients=tf.UnconnectedGradients.ZERO
+    )
+    return loss, gradients
+
+
+def train_once(strategy: tf.distribute.Strategy, stop) -> dict:
+    frozen, live = make_weights(strategy)
     shard_size = GLOBAL_BATCH // strategy.num_replicas_in_sync
 
     def shard(array):
@@ -67,13 +82,7 @@ def train_once(strategy: tf.distribute.Strategy, stop) -> dict:
         return strategy.experimental_distribute_values_from_function(replica_shard)
 
     def replica_step(x, y):
-        with tf.GradientTape() as tape:
-            prediction = stop(tf.tanh(x @ frozen)) * (x @ live)
-            loss = tf.reduce_sum(tf.square(prediction - y)) / GLOBAL_BATCH
-        gradients = tape.gradient(
-            loss, [frozen, live], unconnected_gradients=tf.UnconnectedGradients.ZERO
-        )
-        return loss, gradients
+        return loss_and_gradients(stop, frozen, live, x, y)
 
     @tf.function
     def step(x, y):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -26,6 +27,8 @@ class Worker:
     script: str
     args: Sequence[str] = ()
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Runs the worker through another command, e.g. ("unshare", "-n").
+    wrapper: Sequence[str] = ()
 
 
 def run_worker(script: str, *args: str, cwd: Path, timeout: float) -> None:
@@ -33,21 +36,31 @@ def run_worker(script: str, *args: str, cwd: Path, timeout: float) -> None:
     run_together([Worker(script, args)], cwd=cwd, timeout=timeout)
 
 
-def run_together(workers: Sequence[Worker], cwd: Path, timeout: float) -> None:
-    """Start all workers at once and wait for all of them.
+def run_together(
+    workers: Sequence[Worker], cwd: Path, timeout: float, servers: Sequence[Worker] = ()
+) -> None:
+    """Start all workers and servers at once and wait for the workers.
 
-    Workers that talk to each other hang when a peer dies, so the first failure, or the
-    deadline, kills every worker still running.
+    Servers serve until they are killed, which happens once the workers are done. Workers
+    that talk to each other hang when a peer dies, so the first failure (any exit of a
+    server), or the deadline, kills every process still running.
 
     Raises:
-      WorkerFailed: a worker exited non-zero, or the deadline passed.
+      WorkerFailed: a worker exited non-zero, a server exited, or the deadline passed.
     """
     deadline = time.monotonic() + timeout
-    running = [_start(worker, index, cwd) for index, worker in enumerate(workers)]
+    running = [_start(worker, index, cwd) for index, worker in enumerate([*servers, *workers])]
+    running_servers, running_workers = running[: len(servers)], running[len(servers) :]
     try:
         while True:
-            returncodes = [process.poll() for _, process, _ in running]
-            for (worker, _, stderr_path), returncode in zip(running, returncodes):
+            for server, process, stderr_path in running_servers:
+                if process.poll() is not None:
+                    raise WorkerFailed(
+                        f"server {_describe(server)} exited with {process.returncode}\n"
+                        + _tail(stderr_path)
+                    )
+            returncodes = [process.poll() for _, process, _ in running_workers]
+            for (worker, _, stderr_path), returncode in zip(running_workers, returncodes):
                 if returncode not in (None, 0):
                     raise WorkerFailed(
                         f"{_describe(worker)} exited with {returncode}\n" + _tail(stderr_path)
@@ -55,7 +68,7 @@ def run_together(workers: Sequence[Worker], cwd: Path, timeout: float) -> None:
             if None not in returncodes:
                 return
             if time.monotonic() > deadline:
-                worker, _, stderr_path = running[returncodes.index(None)]
+                worker, _, stderr_path = running_workers[returncodes.index(None)]
                 raise WorkerFailed(
                     f"{_describe(worker)} did not finish within {timeout} s\n" + _tail(stderr_path)
                 )
@@ -73,7 +86,7 @@ def _start(worker: Worker, index: int, cwd: Path) -> tuple[Worker, subprocess.Po
     stderr_path = cwd / f"{log_stem}.stderr"
     with open(stderr_path, "wb") as stderr, open(cwd / f"{log_stem}.stdout", "wb") as stdout:
         process = subprocess.Popen(
-            [sys.executable, str(WORKERS_DIR / worker.script), *worker.args],
+            [*worker.wrapper, sys.executable, str(WORKERS_DIR / worker.script), *worker.args],
             cwd=cwd,
             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **worker.env},
             stdin=subprocess.DEVNULL,
@@ -81,6 +94,17 @@ def _start(worker: Worker, index: int, cwd: Path) -> tuple[Worker, subprocess.Po
             stderr=stderr,
         )
     return worker, process, stderr_path
+
+
+def free_loopback_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def _tail(path: Path) -> str:
