@@ -3,6 +3,7 @@
     python -m tf_stopgrad                      versions, kernels, self-check, softmax demo
     python -m tf_stopgrad demo {softmax,em,rbm,adversarial,all} [--quick] [--plot FILE.png]
     python -m tf_stopgrad bench [--quick] [--rounds N] [--plot FILE.png]
+    python -m tf_stopgrad export SRC DST [--inference]
 
 TensorFlow's C++ log lines are hidden unless --tf-logs is given (anywhere on the line).
 """
@@ -151,6 +152,20 @@ def bench(rest: list[str]) -> int:
     return importlib.import_module("tf_stopgrad.benchmarks.bench").main(rest)
 
 
+def export(src: str, dst: str, inference: bool) -> int:
+    from tf_stopgrad import export as exporting
+
+    try:
+        rewritten = exporting.to_builtin_saved_model(src, dst, inference=inference)
+    except (OSError, ValueError) as error:
+        print(f"python -m tf_stopgrad export: {error}", file=sys.stderr)
+        return 1
+    ops = "Identity" if inference else "StopGradient / PreventGradient"
+    print(f"Rewrote {rewritten} tf_stopgrad node(s) of {src} to TensorFlow's {ops}: {dst}")
+    print("It loads and runs without tf_stopgrad (TF Serving, the C API, TFLite, ...).")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tf_stopgrad",
@@ -177,6 +192,21 @@ def main(argv: list[str] | None = None) -> int:
         description="Side-by-side benchmark. Extra options (--quick, --rounds N, --plot "
         "FILE.png) are passed to the benchmark.",
     )
+    export_parser = commands.add_parser(
+        "export",
+        help="rewrite a SavedModel to TensorFlow's built-in ops, for deployment",
+        description="Write a copy of the SavedModel SRC at DST in which tf_stopgrad's ops are "
+        "TensorFlow's built-in StopGradient and PreventGradient, so that it runs where "
+        "tf_stopgrad is not installed (TF Serving, the C API, TFLite, saved_model_cli).",
+    )
+    export_parser.add_argument("src", metavar="SRC", help="the SavedModel directory to read")
+    export_parser.add_argument("dst", metavar="DST", help="a new or empty directory to write")
+    export_parser.add_argument(
+        "--inference",
+        action="store_true",
+        help="write Identity for both ops (for ONNX and TF.js, which lack PreventGradient); "
+        "gradients are then no longer masked or refused",
+    )
     args, rest = parser.parse_known_args(argv)
     # Read before TensorFlow was imported (see _command_line.py), wherever it stands.
     rest = [arg for arg in rest if arg != SHOW_TF_LOGS_FLAG]
@@ -184,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         return demo(args.name, rest)
     if args.command == "bench":
         return bench(rest)
+    if args.command == "export":
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return export(args.src, args.dst, args.inference)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return report()

@@ -12,8 +12,10 @@ from tensorflow.python import pywrap_tfe
 from tensorflow.python.eager import context as _context
 from tensorflow.python.eager import core as _core
 from tensorflow.python.framework import composite_tensor as _composite_tensor
+from tensorflow.python.framework import op_def_registry as _op_def_registry
 from tensorflow.python.framework import ops as _ops
 from tensorflow.python.ops.parallel_for import pfor as _pfor
+from tensorflow.python.saved_model import fingerprinting_utils as _fingerprinting_utils
 from tensorflow.python.util import _pywrap_utils
 
 try:  # TF >= 2.13 moved the tape controls out of tape.py.
@@ -38,6 +40,11 @@ raise_from_not_ok_status = _ops.raise_from_not_ok_status
 no_tape_can_record = pywrap_tfe.TFE_Py_TapeSetIsEmpty
 
 wrap_pfor_output = _pfor.wrap
+
+# The registered OpDef of an op type, or None.
+registered_op_def = _op_def_registry.get
+# Writes fingerprint.pb for the SavedModel in a directory, as tf.saved_model.save does.
+write_saved_model_fingerprint = _fingerprinting_utils.write_fingerprint
 
 is_dtensor = _dtensor_api.is_dtensor
 

@@ -26,11 +26,3 @@ def should_use_builtin(value: Any) -> bool:
     if _compat.executing_eagerly():
         return _compat.is_dtensor(value)
     return tf.inside_function()
-
-
-def stop_gradient(value: Any, name: str | None) -> tf.Tensor:
-    return tf.stop_gradient(value, name=name)
-
-
-def prevent_gradient(value: Any, message: str | bytes, name: str | None) -> tf.Tensor:
-    return tf.raw_ops.PreventGradient(input=value, message=message, name=name)

@@ -69,8 +69,8 @@ def stop_gradient(input: TensorInput, name: str | None = None) -> TensorOutput: 
     Raises:
       TypeError, ValueError: ``input`` cannot be converted to a tensor.
     """
-    if _dtensor.should_use_builtin(input) and not _is_composite(input):
-        return _dtensor.stop_gradient(input, name)
+    if _emits_builtin_op(input):
+        return tf.stop_gradient(input, name=name)
     if type(input) is _compat.EagerTensor and _compat.executing_eagerly():
         if _compat.no_tape_can_record():
             return _execute_eagerly(STOP_GRADIENT_OP, input)
@@ -107,7 +107,7 @@ def prevent_gradient(
     >>> tape.gradient(y, x)
     Traceback (most recent call last):
     ...
-    LookupError: ... x is sampled, not learned
+    LookupError: Gradient explicitly disabled. Reason: x is sampled, not learned ...
 
     Args:
       input: As for :func:`stop_gradient`.
@@ -130,8 +130,8 @@ def prevent_gradient(
             f"{type(message).__name__} ({message!r}). Pass the reason as text, e.g. "
             f"message='sampled value'."
         )
-    if _dtensor.should_use_builtin(input) and not _is_composite(input):
-        return _dtensor.prevent_gradient(input, message, name)
+    if _emits_builtin_op(input):
+        return tf.raw_ops.PreventGradient(input=input, message=message, name=name)
     if type(input) is _compat.EagerTensor and _compat.executing_eagerly():
         return _execute_eagerly(PREVENT_GRADIENT_OP, input, "message", message)
     if _is_composite(input):
@@ -145,6 +145,24 @@ def prevent_gradient(
         name,
         "PreventGradient",
         message=message,
+    )
+
+
+_builtin_ops_requested = False
+
+
+def emit_builtin_ops(requested: bool) -> None:
+    """Make both functions emit the built-in ops (see ``tf_stopgrad.export.builtin_ops``)."""
+    global _builtin_ops_requested
+    _builtin_ops_requested = requested
+
+
+def _emits_builtin_op(input: Any) -> bool:  # noqa: A002
+    """Whether to emit TensorFlow's built-in op instead of ours: while exporting, or for
+    DTensor, which has no layout rules for plugin ops (see _dtensor.py). Composites are
+    decided per component."""
+    return (_builtin_ops_requested or _dtensor.should_use_builtin(input)) and not _is_composite(
+        input
     )
 
 

@@ -1,0 +1,406 @@
+"""tf_stopgrad.export: models trained with the plugin run where it is not installed.
+
+Models are saved or traced here with the plugin's ops, exported to the built-in ops, and
+then run by real consumers in a fresh process in which ``import tf_stopgrad`` is impossible
+(tests/workers/run_without_plugin.py): ``tf.saved_model.load``, TensorFlow Lite's
+interpreter and onnxruntime; ``saved_model_cli``; and a C program on TensorFlow's C API
+(tests/c/run_saved_model.c). The same models built with ``tf.stop_gradient`` give the
+expected values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from c_programs import build_c_program, needs_gcc, run_c_program
+from tensorflow.core.protobuf import saved_model_pb2
+from workers.launch import run_worker
+
+import tf_stopgrad
+import tf_stopgrad.keras
+from tf_stopgrad import _compat, export
+
+MESSAGE = "sampled, not learned"
+INPUTS = [[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]]
+SPEC = tf.TensorSpec([None, 3], tf.float32)
+WORKER_TIMEOUT_S = 240
+
+
+def builtin_prevent_gradient(x, message):
+    return tf.raw_ops.PreventGradient(input=x, message=message)
+
+
+class Model(tf.Module):
+    """``serving_default`` computes ``y``; its gradient depends on the stop."""
+
+    def __init__(self, stop, prevent):
+        super().__init__()
+        self._stop, self._prevent = stop, prevent
+        self.scale = tf.Variable([1.5, -2.0, 0.5])
+
+    @tf.function(input_signature=[SPEC])
+    def serve(self, x):
+        stopped = self._stop(tf.square(x) * self.scale)
+        return {"y": tf.reduce_sum(stopped * x + self.scale * x, axis=1)}
+
+    @tf.function(input_signature=[SPEC])
+    def prevented(self, x):
+        return self._prevent(tf.sin(x) * self.scale, MESSAGE)
+
+
+def plugin_model() -> Model:
+    return Model(tf_stopgrad.stop_gradient, tf_stopgrad.prevent_gradient)
+
+
+def save(model: Model, path: Path) -> Path:
+    tf.saved_model.save(model, str(path), signatures={"serving_default": model.serve})
+    return path
+
+
+def expected_results() -> dict:
+    """The built-in model's outputs and gradients, computed here."""
+    model = Model(tf.stop_gradient, builtin_prevent_gradient)
+    x = tf.constant(INPUTS)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = model.serve(x)["y"]
+        total = tf.reduce_sum(y)
+    gradient_x, gradient_scale = tape.gradient(total, [x, model.scale])
+    return {
+        "y": y.numpy(),
+        "gradient_x": gradient_x.numpy(),
+        "gradient_scale": gradient_scale.numpy(),
+        "prevented": model.prevented(x).numpy(),
+    }
+
+
+def stop_only(x):
+    """The stop-only computation the in-memory conversions trace."""
+    return tf.reduce_sum(tf_stopgrad.stop_gradient(tf.square(x)) * x + x, axis=1)
+
+
+def keras_model():
+    keras = _compat.keras_package()
+    inputs = keras.Input((3,))
+    features = keras.layers.Dense(4, kernel_initializer="ones")(inputs)
+    outputs = keras.layers.Dense(1, kernel_initializer="ones")(
+        tf_stopgrad.keras.StopGradient()(features)
+    )
+    return keras.Model(inputs, outputs)
+
+
+def file_digests(directory: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(directory)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("export")
+
+
+@pytest.fixture(scope="module")
+def exported(workdir) -> dict:
+    """The plugin SavedModel, its two exports, and what the export reported."""
+    source = save(plugin_model(), workdir / "plugin")
+    digests_before = file_digests(source)
+    rewritten = export.to_builtin_saved_model(source, workdir / "builtin")
+    rewritten_for_inference = export.to_builtin_saved_model(
+        source, workdir / "inference", inference=True
+    )
+    return {
+        "source": source,
+        "builtin": workdir / "builtin",
+        "inference": workdir / "inference",
+        "rewritten": rewritten,
+        "rewritten_for_inference": rewritten_for_inference,
+        "source_unchanged": file_digests(source) == digests_before,
+    }
+
+
+def read_saved_model(path: Path) -> saved_model_pb2.SavedModel:
+    saved_model = saved_model_pb2.SavedModel()
+    saved_model.ParseFromString((path / "saved_model.pb").read_bytes())
+    return saved_model
+
+
+def op_types(path: Path) -> set[str]:
+    (meta_graph,) = read_saved_model(path).meta_graphs
+    nodes = list(meta_graph.graph_def.node)
+    for function in meta_graph.graph_def.library.function:
+        nodes.extend(function.node_def)
+    return {node.op for node in nodes}
+
+
+def stripped_ops(path: Path) -> set[str]:
+    (meta_graph,) = read_saved_model(path).meta_graphs
+    return {op.name for op in meta_graph.meta_info_def.stripped_op_list.op}
+
+
+# --- The rewrite --------------------------------------------------------------------------
+
+
+def test_every_plugin_node_becomes_the_builtin_op(exported):
+    assert exported["rewritten"] == exported["rewritten_for_inference"] >= 2
+    assert tf_stopgrad.STOP_GRADIENT_OP in op_types(exported["source"])
+    for kind in ("builtin", "inference"):
+        assert not {tf_stopgrad.STOP_GRADIENT_OP, tf_stopgrad.PREVENT_GRADIENT_OP} & op_types(
+            exported[kind]
+        )
+    assert {"StopGradient", "PreventGradient"} <= op_types(exported["builtin"])
+    assert not {"StopGradient", "PreventGradient"} & op_types(exported["inference"])
+
+
+def test_stripped_op_list_names_the_ops_actually_used(exported):
+    for kind in ("builtin", "inference"):
+        used = op_types(exported[kind])
+        listed = stripped_ops(exported[kind])
+        assert listed <= used
+        function_names = {f.signature.name for f in read_saved_model(exported[kind])
+                          .meta_graphs[0].graph_def.library.function}  # fmt: skip
+        assert used - function_names == listed
+    assert "PreventGradient" in stripped_ops(exported["builtin"])
+    assert "PreventGradient" not in stripped_ops(exported["inference"])
+
+
+def test_fingerprint_describes_the_rewritten_model(exported):
+    source = tf.saved_model.experimental.read_fingerprint(str(exported["source"]))
+    written = tf.saved_model.experimental.read_fingerprint(str(exported["builtin"]))
+    assert written.saved_model_checksum != source.saved_model_checksum
+    # TensorFlow's own fingerprint of the directory as it is now.
+    recomputed = Path(exported["builtin"]) / "recomputed"
+    recomputed.mkdir()
+    try:
+        for name in ("saved_model.pb", "variables"):
+            target = recomputed / name
+            target.symlink_to(Path(exported["builtin"]) / name)
+        _compat.write_saved_model_fingerprint(str(recomputed))
+        fresh = tf.saved_model.experimental.read_fingerprint(str(recomputed))
+    finally:
+        for child in recomputed.iterdir():
+            child.unlink()
+        recomputed.rmdir()
+    assert written == fresh
+
+
+def test_variables_are_copied_and_the_source_is_untouched(exported):
+    assert exported["source_unchanged"]
+    variables = Path(exported["source"]) / "variables"
+    for path in variables.iterdir():
+        copy = Path(exported["builtin"]) / "variables" / path.name
+        assert copy.read_bytes() == path.read_bytes()
+
+
+def test_graph_def_rewrite_returns_a_new_proto_and_leaves_the_input(exported):
+    (meta_graph,) = read_saved_model(exported["source"]).meta_graphs
+    original = meta_graph.graph_def.SerializeToString()
+
+    rewritten = export.to_builtin_graph_def(meta_graph.graph_def)
+
+    assert meta_graph.graph_def.SerializeToString() == original
+    assert export.count_plugin_nodes(meta_graph.graph_def) == exported["rewritten"]
+    assert export.count_plugin_nodes(rewritten) == 0
+    function_ops = {n.op for f in rewritten.library.function for n in f.node_def}
+    assert {"StopGradient", "PreventGradient"} <= function_ops
+
+
+# --- Consumers without the plugin ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tflite_models(workdir, exported) -> dict[str, Path]:
+    """.tflite files: from the export, and traced in memory under builtin_ops()."""
+    models = {
+        "tflite_saved_model": tf.lite.TFLiteConverter.from_saved_model(
+            str(exported["builtin"])
+        ).convert()
+    }
+    model = keras_model()
+    with export.builtin_ops():
+        models["tflite_keras"] = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+        concrete = tf.function(stop_only).get_concrete_function(SPEC)
+        models["tflite_concrete"] = tf.lite.TFLiteConverter.from_concrete_functions(
+            [concrete]
+        ).convert()
+    paths = {}
+    for name, flatbuffer in models.items():
+        paths[name] = workdir / f"{name}.tflite"
+        paths[name].write_bytes(flatbuffer)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def without_plugin(workdir, exported, tflite_models) -> dict:
+    """Every model, run in one fresh process where tf_stopgrad cannot be imported."""
+    jobs = [["saved_model", "saved-model", str(exported["builtin"])]]
+    jobs += [[name, "tflite", str(path)] for name, path in tflite_models.items()]
+    (workdir / "jobs.json").write_text(json.dumps({"inputs": INPUTS, "jobs": jobs}))
+    run_worker("run_without_plugin.py", "jobs.json", "results.json", cwd=workdir,
+               timeout=WORKER_TIMEOUT_S)  # fmt: skip
+    return json.loads((workdir / "results.json").read_text())
+
+
+def test_the_consumer_process_cannot_import_the_plugin(without_plugin):
+    assert without_plugin["plugin_importable"] is False
+
+
+def test_loaded_export_gives_bit_identical_outputs(without_plugin):
+    plugin = plugin_model()
+    x = tf.constant(INPUTS)
+    loaded = without_plugin["saved_model"]
+    np.testing.assert_array_equal(np.float32(loaded["y"]), plugin.serve(x)["y"].numpy())
+    np.testing.assert_array_equal(np.float32(loaded["prevented"]), plugin.prevented(x).numpy())
+
+
+def test_gradients_through_the_loaded_export_equal_the_plugin_models(without_plugin):
+    expected = expected_results()
+    loaded = without_plugin["saved_model"]
+    np.testing.assert_array_equal(np.float32(loaded["gradient_x"]), expected["gradient_x"])
+    np.testing.assert_array_equal(np.float32(loaded["gradient_scale"]), expected["gradient_scale"])
+
+
+def test_differentiating_through_the_exported_prevent_raises_with_the_message(without_plugin):
+    error = without_plugin["saved_model"]["prevent_error"]
+    assert error is not None and "explicitly disabled" in error and MESSAGE in error
+
+
+@pytest.mark.parametrize("name", ["tflite_saved_model", "tflite_keras", "tflite_concrete"])
+def test_tflite_interpreter_matches_tensorflow(without_plugin, name, exported):
+    x = tf.constant(INPUTS)
+    if name == "tflite_saved_model":
+        expected = expected_results()["y"]
+    elif name == "tflite_keras":
+        expected = keras_model()(x).numpy()  # same initializers, same weights
+    else:
+        expected = tf.reduce_sum(tf.stop_gradient(tf.square(x)) * x + x, axis=1).numpy()
+    np.testing.assert_allclose(np.float32(without_plugin[name]["y"]), expected, atol=1e-6)
+
+
+def test_saved_model_cli_runs_the_export_and_not_the_plugin_model(exported, workdir):
+    saved_model_cli = Path(sys.executable).parent / "saved_model_cli"
+    outputs = {}
+    for kind in ("builtin", "source"):
+        outdir = workdir / f"cli_{kind}"
+        outputs[kind] = subprocess.run(
+            [str(saved_model_cli), "run", "--dir", str(exported[kind]), "--tag_set", "serve",
+             "--signature_def", "serving_default", "--input_exprs", f"x={INPUTS}",
+             "--outdir", str(outdir)],
+            capture_output=True, text=True, timeout=WORKER_TIMEOUT_S,
+        )  # fmt: skip
+    assert outputs["builtin"].returncode == 0, outputs["builtin"].stderr[-3000:]
+    y = np.load(workdir / "cli_builtin" / "y.npy")
+    plugin = plugin_model()  # held: a tf.function method keeps only a weak reference to it
+    np.testing.assert_array_equal(y, plugin.serve(tf.constant(INPUTS))["y"].numpy())
+    assert outputs["source"].returncode != 0
+    assert "Op type not registered" in outputs["source"].stderr
+
+
+@needs_gcc
+def test_c_api_loader_runs_the_export_without_the_plugin(exported, workdir):
+    (meta_graph,) = read_saved_model(exported["builtin"]).meta_graphs
+    signature = meta_graph.signature_def["serving_default"]
+    executable = build_c_program("run_saved_model", workdir)
+    output = run_c_program(
+        executable, str(exported["builtin"]), signature.inputs["x"].name,
+        signature.outputs["y"].name, json.dumps(INPUTS),
+    )  # fmt: skip
+    y = np.array([float(v) for v in output["y"].split()], dtype=np.float32)
+    np.testing.assert_array_equal(y, expected_results()["y"])
+
+
+# --- Bad input ----------------------------------------------------------------------------
+
+
+def test_not_a_saved_model_is_refused(workdir):
+    (workdir / "empty").mkdir(exist_ok=True)
+    with pytest.raises(FileNotFoundError, match=r"empty is not a SavedModel directory"):
+        export.to_builtin_saved_model(workdir / "empty", workdir / "out_empty")
+    assert not (workdir / "out_empty").exists()
+
+
+@pytest.mark.parametrize("where", ["same", "inside"])
+def test_destination_in_the_source_is_refused(exported, where):
+    source = exported["source"]
+    before = file_digests(source)
+    destination = source if where == "same" else source / "export"
+    with pytest.raises(ValueError, match=r"is the SavedModel .* or inside it"):
+        export.to_builtin_saved_model(source, destination)
+    assert file_digests(source) == before
+    assert not (source / "export").exists()
+
+
+def test_non_empty_destination_is_refused(exported, workdir):
+    occupied = workdir / "occupied"
+    occupied.mkdir(exist_ok=True)
+    (occupied / "keep.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match=r"occupied already exists and is not an empty"):
+        export.to_builtin_saved_model(exported["source"], occupied)
+    assert [p.name for p in occupied.iterdir()] == ["keep.txt"]
+
+
+def test_corrupt_saved_model_is_refused(exported, workdir):
+    corrupt = workdir / "corrupt"
+    if not corrupt.exists():
+        corrupt.mkdir()
+        data = (exported["source"] / "saved_model.pb").read_bytes()
+        (corrupt / "saved_model.pb").write_bytes(data[: len(data) // 3] + b"\xff\xff\xff")
+    before = file_digests(corrupt)
+    with pytest.raises(ValueError, match=r"saved_model.pb is not a readable SavedModel"):
+        export.to_builtin_saved_model(corrupt, workdir / "out_corrupt")
+    assert file_digests(corrupt) == before
+    assert not (workdir / "out_corrupt").exists()
+
+
+# --- Command line and the tracing context -------------------------------------------------
+
+
+def run_export_command(*args: str) -> subprocess.CompletedProcess:
+    env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
+    return subprocess.run(
+        [sys.executable, "-m", "tf_stopgrad", "export", *args],
+        env=env, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S,
+    )  # fmt: skip
+
+
+def test_command_line_export_says_what_it_rewrote(exported, workdir):
+    result = run_export_command(str(exported["source"]), str(workdir / "cli_export"))
+    assert result.returncode == 0, result.stderr
+    assert f"Rewrote {exported['rewritten']} tf_stopgrad node(s)" in result.stdout
+    assert op_types(workdir / "cli_export") == op_types(exported["builtin"])
+
+
+def test_command_line_export_of_bad_input_exits_with_one_line(workdir):
+    result = run_export_command(str(workdir / "missing"), str(workdir / "never"))
+    assert result.returncode != 0
+    assert result.stderr.strip().count("\n") == 0
+    assert "is not a SavedModel directory" in result.stderr
+
+
+def traced_op_types(function) -> set[str]:
+    graph = function.get_concrete_function(SPEC).graph
+    return {op.type for op in graph.get_operations()}
+
+
+def test_builtin_ops_context_traces_builtin_ops_and_keeps_earlier_traces():
+    earlier = tf.function(stop_only)
+    before = traced_op_types(earlier)
+    with export.builtin_ops():
+        inside = traced_op_types(tf.function(stop_only))
+        reused = traced_op_types(earlier)
+    after = traced_op_types(tf.function(stop_only))
+
+    assert tf_stopgrad.STOP_GRADIENT_OP in before and "StopGradient" not in before
+    assert "StopGradient" in inside and tf_stopgrad.STOP_GRADIENT_OP not in inside
+    assert reused == before  # a trace made before the context is reused as it was
+    assert after == before
