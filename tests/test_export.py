@@ -240,11 +240,48 @@ def tflite_models(workdir, exported) -> dict[str, Path]:
     return paths
 
 
+def onnx_tools_missing() -> str | None:
+    """Why tf2onnx and onnxruntime cannot be used with this TensorFlow, or None."""
+    try:
+        import onnxruntime  # noqa: F401
+        import tf2onnx  # noqa: F401
+    except ImportError as error:
+        return f"tf2onnx/onnxruntime not installed for TensorFlow {tf.__version__}: {error}"
+    return None
+
+
 @pytest.fixture(scope="module")
-def without_plugin(workdir, exported, tflite_models) -> dict:
+def onnx_models(workdir, exported) -> dict[str, Path]:
+    """.onnx files: tf2onnx's CLI on the inference export, and from_keras / from_function
+    traced in memory under builtin_ops(). Empty when the tools are missing."""
+    if onnx_tools_missing():
+        return {}
+    import tf2onnx
+
+    paths = {name: workdir / f"{name}.onnx" for name in ("onnx_cli", "onnx_keras", "onnx_function")}
+    converted = subprocess.run(
+        [sys.executable, "-m", "tf2onnx.convert", "--saved-model", str(exported["inference"]),
+         "--signature_def", "serving_default", "--output", str(paths["onnx_cli"])],
+        capture_output=True, text=True, timeout=WORKER_TIMEOUT_S,
+    )  # fmt: skip
+    assert converted.returncode == 0, converted.stderr[-3000:]
+    model = keras_model()
+    with export.builtin_ops():
+        tf2onnx.convert.from_keras(
+            model, input_signature=[SPEC], output_path=str(paths["onnx_keras"])
+        )
+        tf2onnx.convert.from_function(
+            tf.function(stop_only), input_signature=[SPEC], output_path=str(paths["onnx_function"])
+        )
+    return paths
+
+
+@pytest.fixture(scope="module")
+def without_plugin(workdir, exported, tflite_models, onnx_models) -> dict:
     """Every model, run in one fresh process where tf_stopgrad cannot be imported."""
     jobs = [["saved_model", "saved-model", str(exported["builtin"])]]
     jobs += [[name, "tflite", str(path)] for name, path in tflite_models.items()]
+    jobs += [[name, "onnx", str(path)] for name, path in onnx_models.items()]
     (workdir / "jobs.json").write_text(json.dumps({"inputs": INPUTS, "jobs": jobs}))
     run_worker("run_without_plugin.py", "jobs.json", "results.json", cwd=workdir,
                timeout=WORKER_TIMEOUT_S)  # fmt: skip
@@ -275,16 +312,31 @@ def test_differentiating_through_the_exported_prevent_raises_with_the_message(wi
     assert error is not None and "explicitly disabled" in error and MESSAGE in error
 
 
-@pytest.mark.parametrize("name", ["tflite_saved_model", "tflite_keras", "tflite_concrete"])
-def test_tflite_interpreter_matches_tensorflow(without_plugin, name, exported):
+def expected_output(name: str) -> np.ndarray:
+    """What TensorFlow computes, with the built-in op, for the model a converter was given."""
     x = tf.constant(INPUTS)
-    if name == "tflite_saved_model":
-        expected = expected_results()["y"]
-    elif name == "tflite_keras":
-        expected = keras_model()(x).numpy()  # same initializers, same weights
-    else:
-        expected = tf.reduce_sum(tf.stop_gradient(tf.square(x)) * x + x, axis=1).numpy()
-    np.testing.assert_allclose(np.float32(without_plugin[name]["y"]), expected, atol=1e-6)
+    if name.endswith(("saved_model", "cli")):
+        return expected_results()["y"]
+    if name.endswith("keras"):
+        return keras_model()(x).numpy()  # same initializers, same weights
+    return tf.reduce_sum(tf.stop_gradient(tf.square(x)) * x + x, axis=1).numpy()
+
+
+@pytest.mark.parametrize("name", ["tflite_saved_model", "tflite_keras", "tflite_concrete"])
+def test_tflite_interpreter_matches_tensorflow(without_plugin, name):
+    np.testing.assert_allclose(
+        np.float32(without_plugin[name]["y"]), expected_output(name), atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("name", ["onnx_cli", "onnx_keras", "onnx_function"])
+def test_onnxruntime_matches_tensorflow(without_plugin, name):
+    missing = onnx_tools_missing()
+    if missing:
+        pytest.skip(missing)
+    np.testing.assert_allclose(
+        np.float32(without_plugin[name]["y"]), expected_output(name), atol=1e-5
+    )
 
 
 def test_saved_model_cli_runs_the_export_and_not_the_plugin_model(exported, workdir):
