@@ -439,6 +439,15 @@ def test_command_line_export_of_bad_input_exits_with_one_line(workdir):
     assert "is not a SavedModel directory" in result.stderr
 
 
+def test_keras_model_export_under_builtin_ops_writes_the_builtin_op(workdir):
+    model = keras_model()
+    with export.builtin_ops():
+        model.export(str(workdir / "keras_export"))
+    used = op_types(workdir / "keras_export")
+    assert "StopGradient" in used
+    assert tf_stopgrad.STOP_GRADIENT_OP not in used
+
+
 def traced_op_types(function) -> set[str]:
     graph = function.get_concrete_function(SPEC).graph
     return {op.type for op in graph.get_operations()}
