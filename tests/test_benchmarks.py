@@ -60,3 +60,16 @@ def test_command_line_prints_the_table_and_saves_the_chart(tmp_path: Path, capsy
 def test_command_line_rejects_zero_rounds():
     with pytest.raises(SystemExit):
         bench.main(["--rounds", "0"])
+
+
+def test_export_benchmark_measures_both_steps_on_a_tiny_model(capsys):
+    from tf_stopgrad.benchmarks import export_bench
+
+    cost = export_bench.measure(**export_bench.QUICK)
+    links = export_bench.QUICK["links"]
+    assert cost.plugin_nodes == export_bench.QUICK["functions"] * len(range(0, links, 4))
+    assert cost.nodes > cost.plugin_nodes
+    assert cost.save_s > 0 and cost.export_s > 0
+
+    assert export_bench.main(["--quick"]) == 0
+    assert "rewrite / save =" in capsys.readouterr().out
