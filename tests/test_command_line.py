@@ -13,8 +13,15 @@ import pytest
 from tf_stopgrad._progress import LOG_LINES, Progress
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# glog/absl format of TensorFlow's C++ log lines, e.g. "E0000 00:00:1795 ... cuda_platform.cc:52]"
-TF_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:. ]+\s*\d+ [\w.]+:\d+\]|absl::InitializeLog", re.M)
+# TensorFlow's C++ log lines: absl's format ("E0000 00:00:1795... 123 cuda_platform.cc:52]"),
+# absl's note before it is initialized, and TSL's older format ("2026-11-22 12:13:50.938536:
+# I external/local_tsl/tsl/cuda/cudart_stub.cc:31]").
+TF_LOG_LINE = re.compile(
+    r"^[IWEF]\d{4} [\d:. ]+\s*\d+ [\w.]+:\d+\]"
+    r"|absl::InitializeLog"
+    r"|^\d{4}-\d\d-\d\d [\d:.]+: [IWEF] \S+:\d+\]",
+    re.M,
+)
 
 
 def run_command(*args: str) -> subprocess.CompletedProcess:

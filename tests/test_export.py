@@ -28,6 +28,8 @@ import tf_stopgrad
 import tf_stopgrad.keras
 from tf_stopgrad import _compat, export
 
+pytestmark = pytest.mark.core
+
 MESSAGE = "sampled, not learned"
 INPUTS = [[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]]
 SPEC = tf.TensorSpec([None, 3], tf.float32)
@@ -247,6 +249,9 @@ def onnx_tools_missing() -> str | None:
         import tf2onnx  # noqa: F401
     except ImportError as error:
         return f"tf2onnx/onnxruntime not installed for TensorFlow {tf.__version__}: {error}"
+    except AttributeError as error:
+        # TF 2.15 pins ml_dtypes 0.2, too old for the onnx that pip resolves next to it.
+        return f"onnx cannot be imported next to TensorFlow {tf.__version__}: {error}"
     return None
 
 

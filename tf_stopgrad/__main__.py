@@ -21,7 +21,7 @@ import tensorflow as tf
 from tensorflow.python.framework import kernels
 
 import tf_stopgrad
-from tf_stopgrad._command_line import SHOW_TF_LOGS_FLAG
+from tf_stopgrad._command_line import SHOW_TF_LOGS_FLAG, native_stderr_captured
 from tf_stopgrad.examples import EXAMPLES
 
 KERNEL_DEVICES = {
@@ -117,11 +117,15 @@ def report() -> int:
 
 
 def _run_check(check: Callable[[], bool]) -> bool:
-    try:
-        return check()
-    except Exception as error:  # A self-check reports failures instead of dying on them.
-        print(f"  ! {check.__name__} raised {type(error).__name__}: {error}")
-        return False
+    with native_stderr_captured() as native_stderr:
+        try:
+            passed = check()
+        except Exception as error:  # A self-check reports failures instead of dying on them.
+            print(f"  ! {check.__name__} raised {type(error).__name__}: {error}")
+            passed = False
+        if not passed:
+            native_stderr.replay()
+    return passed
 
 
 def _demo_module(name: str):

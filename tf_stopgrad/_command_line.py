@@ -9,9 +9,11 @@ logging they have.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
+import typing
 from pathlib import Path
 
 SHOW_TF_LOGS_FLAG = "--tf-logs"
@@ -26,35 +28,64 @@ def running_as_command() -> bool:
     return bool(sys.argv) and Path(sys.argv[0]).name == "tf_stopgrad"
 
 
+_quiet = False
+
+
 def quiet_tensorflow_unless_asked() -> None:
     """For the command, hide TensorFlow's C++ log lines below FATAL, unless it was given
     ``--tf-logs`` or the user chose a level in ``TF_CPP_MIN_LOG_LEVEL``."""
+    global _quiet
     if not running_as_command() or SHOW_TF_LOGS_FLAG in sys.argv:
         return
     if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
         return
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    _import_tensorflow_capturing_stderr()
+    _quiet = True
+    with native_stderr_captured():
+        import tensorflow  # noqa: F401
 
 
-def _import_tensorflow_capturing_stderr() -> None:
-    """Import TensorFlow with file descriptor 2 captured.
+class _CapturedStderr:
+    def __init__(self, file: typing.BinaryIO | None) -> None:
+        self._file = file
 
-    A few lines (the CUDA stub's, with absl's note that logging is not initialized yet) are
-    written while TensorFlow loads, before the log level applies. What was captured is written
-    out again if the import fails, so no error is lost.
+    def replay(self) -> None:
+        """Write what was captured so far to the real stderr (for a failure)."""
+        if self._file is not None:
+            self._file.seek(0)
+            os.write(_real_stderr(), self._file.read())
+
+
+@contextlib.contextmanager
+def native_stderr_captured() -> typing.Iterator[_CapturedStderr]:
+    """While the command is quiet, capture what C++ code writes to file descriptor 2.
+
+    Some of TensorFlow's lines bypass its log level: the CUDA stub's while it loads, with
+    absl's note that logging is not initialized yet, and XLA's in some releases (2.15). The
+    capture is written out again if the block raises, or when ``replay()`` is called, so an
+    error is never lost. Without a quiet command, nothing is captured.
     """
+    if not _quiet:
+        yield _CapturedStderr(None)
+        return
     sys.stderr.flush()
     saved_stderr = os.dup(2)
+    _saved_stderr.append(saved_stderr)
     with tempfile.TemporaryFile() as captured:
         os.dup2(captured.fileno(), 2)
         try:
-            import tensorflow  # noqa: F401
+            yield _CapturedStderr(captured)
         except BaseException:
-            os.dup2(saved_stderr, 2)
-            captured.seek(0)
-            os.write(2, captured.read())
+            _CapturedStderr(captured).replay()
             raise
         finally:
+            sys.stderr.flush()
             os.dup2(saved_stderr, 2)
-            os.close(saved_stderr)
+            os.close(_saved_stderr.pop())
+
+
+_saved_stderr: list[int] = []
+
+
+def _real_stderr() -> int:
+    return _saved_stderr[-1] if _saved_stderr else 2
