@@ -246,7 +246,7 @@ def onnx_tools_missing() -> str | None:
     except ImportError as error:
         return f"tf2onnx/onnxruntime not installed for TensorFlow {tf.__version__}: {error}"
     except AttributeError as error:
-        # TF 2.15 pins ml_dtypes 0.2, too old for the onnx that pip resolves next to it.
+        # TF 2.15-2.17 pin an ml_dtypes too old for the onnx that pip resolves next to them.
         return f"onnx cannot be imported next to TensorFlow {tf.__version__}: {error}"
     return None
 
