@@ -28,27 +28,27 @@ static TF_Output finish(TF_OperationDescription* description, TF_Status* status,
   return output;
 }
 
+static TF_Output add_constant(TF_Graph* graph, TF_Status* status, const char* name,
+                              TF_DataType dtype, const int64_t* dims, int num_dims,
+                              const void* data, size_t bytes) {
+  TF_Tensor* value = TF_AllocateTensor(dtype, dims, num_dims, bytes);
+  memcpy(TF_TensorData(value), data, bytes);
+  TF_OperationDescription* description = TF_NewOperation(graph, "Const", name);
+  TF_SetAttrTensor(description, "value", value, status);
+  check(status, name);
+  TF_SetAttrType(description, "dtype", dtype);
+  TF_DeleteTensor(value);
+  return finish(description, status, name);
+}
+
 static TF_Output add_input_constant(TF_Graph* graph, TF_Status* status) {
   const int64_t dims[] = {kInputSize};
-  TF_Tensor* value = TF_AllocateTensor(TF_FLOAT, dims, 1, sizeof(kInput));
-  memcpy(TF_TensorData(value), kInput, sizeof(kInput));
-  TF_OperationDescription* description = TF_NewOperation(graph, "Const", "x");
-  TF_SetAttrTensor(description, "value", value, status);
-  check(status, "Const value");
-  TF_SetAttrType(description, "dtype", TF_FLOAT);
-  TF_DeleteTensor(value);
-  return finish(description, status, "Const");
+  return add_constant(graph, status, "x", TF_FLOAT, dims, 1, kInput, sizeof(kInput));
 }
 
 static TF_Output add_axis_zero(TF_Graph* graph, TF_Status* status) {
-  TF_Tensor* value = TF_AllocateTensor(TF_INT32, NULL, 0, sizeof(int32_t));
-  *(int32_t*)TF_TensorData(value) = 0;
-  TF_OperationDescription* description = TF_NewOperation(graph, "Const", "axis");
-  TF_SetAttrTensor(description, "value", value, status);
-  check(status, "Const axis");
-  TF_SetAttrType(description, "dtype", TF_INT32);
-  TF_DeleteTensor(value);
-  return finish(description, status, "Const axis");
+  const int32_t axis = 0;
+  return add_constant(graph, status, "axis", TF_INT32, NULL, 0, &axis, sizeof(axis));
 }
 
 /* One node of a forwarding op type; `message` is set only if not NULL. */
