@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -158,6 +159,21 @@ def test_stripped_op_list_names_the_ops_actually_used(exported):
         assert used - function_names == listed
     assert "PreventGradient" in stripped_ops(exported["builtin"])
     assert "PreventGradient" not in stripped_ops(exported["inference"])
+
+
+def test_ops_this_process_does_not_know_keep_their_source_op_def(exported, workdir):
+    # Another plugin's op, unknown here: its OpDef can only come from the source's list.
+    source = workdir / "with_foreign_op"
+    shutil.copytree(exported["source"], source)
+    saved_model = read_saved_model(source)
+    (meta_graph,) = saved_model.meta_graphs
+    meta_graph.graph_def.node.add(name="foreign", op="Other>CustomOp")
+    meta_graph.meta_info_def.stripped_op_list.op.add(name="Other>CustomOp")
+    (source / "saved_model.pb").write_bytes(saved_model.SerializeToString())
+
+    export.to_builtin_saved_model(source, workdir / "with_foreign_op_export")
+
+    assert "Other>CustomOp" in stripped_ops(workdir / "with_foreign_op_export")
 
 
 def test_fingerprint_describes_the_rewritten_model(exported):
@@ -455,8 +471,13 @@ def test_builtin_ops_context_traces_builtin_ops_and_keeps_earlier_traces():
         inside = traced_op_types(tf.function(stop_only))
         reused = traced_op_types(earlier)
     after = traced_op_types(tf.function(stop_only))
+    with export.builtin_ops():
+        with export.builtin_ops():
+            pass
+        after_nested = traced_op_types(tf.function(stop_only))
 
     assert tf_stopgrad.STOP_GRADIENT_OP in before and "StopGradient" not in before
     assert "StopGradient" in inside and tf_stopgrad.STOP_GRADIENT_OP not in inside
     assert reused == before  # a trace made before the context is reused as it was
     assert after == before
+    assert after_nested == inside  # leaving an inner context restores the outer one

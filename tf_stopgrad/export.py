@@ -106,7 +106,8 @@ def to_builtin_saved_model(src_dir: PathLike, dst_dir: PathLike, *, inference: b
     for meta_graph in saved_model.meta_graphs:
         rewritten_nodes += count_plugin_nodes(meta_graph.graph_def)
         _rewrite_nodes(_all_nodes(meta_graph.graph_def), inference)
-        meta_graph.meta_info_def.stripped_op_list.CopyFrom(_ops_used(meta_graph.graph_def))
+        stripped = meta_graph.meta_info_def.stripped_op_list
+        stripped.CopyFrom(_ops_used(meta_graph.graph_def, stripped))
 
     dst.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", dir=dst.parent))
@@ -137,13 +138,14 @@ def builtin_ops() -> Iterator[None]:
     It works at trace time: functions traced before entering keep the plugin's ops (a
     ``tf.function`` reuses its traces), so trace the concrete functions you convert inside
     the context. Gradients keep their meaning: the built-in ``StopGradient`` gives none and
-    ``PreventGradient`` refuses. The setting is process-wide while the context is active.
+    ``PreventGradient`` refuses. Contexts nest. The setting is process-wide, not per thread,
+    while the context is active: don't trace plugin code in other threads meanwhile.
     """
-    ops.emit_builtin_ops(True)
+    previous = ops.emit_builtin_ops(True)
     try:
         yield
     finally:
-        ops.emit_builtin_ops(False)
+        ops.emit_builtin_ops(previous)
 
 
 def _all_nodes(graph_def: graph_pb2.GraphDef) -> Iterable[node_def_pb2.NodeDef]:
@@ -152,15 +154,18 @@ def _all_nodes(graph_def: graph_pb2.GraphDef) -> Iterable[node_def_pb2.NodeDef]:
         yield from function.node_def
 
 
-def _ops_used(graph_def: graph_pb2.GraphDef) -> op_def_pb2.OpList:
+def _ops_used(graph_def: graph_pb2.GraphDef, source: op_def_pb2.OpList) -> op_def_pb2.OpList:
     """The OpDefs of every op that a node of the graph or of any library function uses.
 
     TensorFlow's own list covers only functions the main graph calls, which leaves out the
-    functions of a TF2 SavedModel that only its object graph refers to.
+    functions of a TF2 SavedModel that only its object graph refers to. Ops this process has
+    not registered (another plugin's, a newer TensorFlow's) keep the source list's OpDef,
+    which loaders need for default attribute values.
     """
     functions = {function.signature.name for function in graph_def.library.function}
     used = sorted({node.op for node in _all_nodes(graph_def)} - functions)
-    op_defs = (_compat.registered_op_def(op) for op in used)
+    from_source = {op_def.name: op_def for op_def in source.op}
+    op_defs = (_compat.registered_op_def(op) or from_source.get(op) for op in used)
     return op_def_pb2.OpList(op=[op_def for op_def in op_defs if op_def is not None])
 
 

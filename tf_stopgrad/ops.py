@@ -151,10 +151,12 @@ def prevent_gradient(
 _builtin_ops_requested = False
 
 
-def emit_builtin_ops(requested: bool) -> None:
-    """Make both functions emit the built-in ops (see ``tf_stopgrad.export.builtin_ops``)."""
+def emit_builtin_ops(requested: bool) -> bool:
+    """Make both functions emit the built-in ops, or not (see
+    ``tf_stopgrad.export.builtin_ops``); returns the previous setting, to restore."""
     global _builtin_ops_requested
-    _builtin_ops_requested = requested
+    previous, _builtin_ops_requested = _builtin_ops_requested, requested
+    return previous
 
 
 def _emits_builtin_op(input: Any) -> bool:  # noqa: A002
