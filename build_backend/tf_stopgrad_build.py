@@ -1,32 +1,52 @@
-"""PEP 517 backend: scikit-build-core, built against the TensorFlow that will run the plugin.
+"""PEP 517 backend: scikit-build-core, told which TensorFlow releases to build against.
 
-pip builds in an isolated environment that hides the packages of the environment being
-installed into. A custom op must be compiled against the exact TensorFlow it will be loaded
-by, so before building we look for TensorFlow in that environment (the interpreter running
-the build, started with ``-E`` so that pip's isolation ``PYTHONPATH`` is ignored):
+A custom op is compiled against one TensorFlow release's headers and libraries, and loads
+only into that release line. Two kinds of build:
 
-* found: CMake asks that interpreter for TensorFlow's flags, and nothing is installed;
-* not found: ``tensorflow`` becomes a build requirement, and CMake asks the build
-  environment's interpreter.
+* ``pip install .``: one op library, for the TensorFlow of the environment being installed
+  into. pip builds in an isolated environment that hides that environment's packages, so
+  the backend asks the installing interpreter itself, started with ``-E`` to ignore pip's
+  isolation ``PYTHONPATH`` (``TF_STOPGRAD_PYTHON=/path/to/python`` names another). Without
+  TensorFlow there, the newest supported release becomes a build requirement.
+* ``pip wheel . -C tensorflow=2.15-2.21``: one op library per minor release, each compiled
+  against that release's wheel (tensorflow_wheels.py), in one ``py3-none`` wheel tagged with
+  the manylinux platform that ``auditwheel`` measures.
 
-Either way the wheel requires ``tensorflow==<major>.<minor>.*`` of the version it was built
-against. ``TF_STOPGRAD_PYTHON=/path/to/python`` names the interpreter explicitly.
-
-This module is also the scikit-build-core metadata provider for ``dependencies``.
+Both check first, before anything is downloaded, that a C++17 compiler works and that the
+TensorFlow found is one tf_stopgrad supports (supported_tensorflow.py).
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import csv
+import fcntl
 import functools
+import hashlib
+import io
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import zipfile
+from pathlib import Path
 from typing import Any
 
+import supported_tensorflow
+import tensorflow_config
+import tensorflow_wheels
 from scikit_build_core import build as _skbuild
 
-MINIMUM_TENSORFLOW = "tensorflow>=2.15"
+SOURCE_DIR = Path(__file__).resolve().parent.parent
+RELEASES_SETTING = "tensorflow"
+PREBUILT_WHEEL_HINT = (
+    "Or install the prebuilt wheel, which needs no compiler: pip install tf_stopgrad-*.whl "
+    "(see the README)."
+)
 
 _PROBE = (
     "import importlib.metadata as m, importlib.util as u, json;"
@@ -35,7 +55,121 @@ _PROBE = (
 )
 
 
-@functools.cache
+class _Plan:
+    """What one build compiles: the TensorFlow releases, and how to describe each to CMake."""
+
+    def __init__(self, config_settings: dict[str, Any] | None):
+        settings = dict(config_settings or {})
+        requested = settings.pop(RELEASES_SETTING, None)
+        self.skbuild_settings = settings
+        self.compiler = _working_cxx_compiler()
+        self.portable = requested is not None
+        if self.portable:
+            self.minors = _parse_releases(requested)
+            self.installed_python: tuple[str, ...] | None = None
+            self.requirements = ["auditwheel>=6"]
+            return
+        target = _target_python()
+        version = _installed_tensorflow(target)
+        if version is None:  # pip installs TensorFlow into the build environment.
+            self.installed_python = (sys.executable,)
+            self.requirements = [supported_tensorflow.requirement()]
+        else:
+            _check_supported(version)
+            self.installed_python = target
+            self.requirements = []
+
+    def describe_releases(self) -> list[dict]:
+        if self.installed_python is not None:
+            script = Path(tensorflow_config.__file__)
+            out = subprocess.run([*self.installed_python, str(script)], capture_output=True,
+                                 text=True, check=True)  # fmt: skip
+            return json.loads(out.stdout)
+        return [
+            tensorflow_config.describe_unpacked(*tensorflow_wheels.unpacked_release(*minor))
+            for minor in self.minors
+        ]
+
+
+@functools.lru_cache(maxsize=None)
+def _plan(config_settings_json: str) -> _Plan:
+    return _Plan(json.loads(config_settings_json))
+
+
+def _plan_for(config_settings: dict[str, Any] | None) -> _Plan:
+    return _plan(json.dumps(config_settings or {}, sort_keys=True))
+
+
+def _fail(message: str) -> SystemExit:
+    """pip shows a backend's stderr; a SystemExit prints just the message, no traceback."""
+    return SystemExit(f"\ntf_stopgrad: {message}\n")
+
+
+def _working_cxx_compiler() -> str:
+    """The first C++ compiler that compiles a C++17 program: $CXX, or c++, g++, clang++."""
+    candidates = [os.environ["CXX"]] if os.environ.get("CXX") else ["c++", "g++", "clang++"]
+    tried = []
+    for candidate in candidates:
+        path = shutil.which(candidate.split()[0])
+        if path is None:
+            tried.append(f"{candidate} (not found)")
+            continue
+        with tempfile.TemporaryDirectory() as scratch:
+            try:
+                compiled = subprocess.run(
+                    [path, "-std=c++17", "-x", "c++", "-", "-o", os.path.join(scratch, "probe")],
+                    input="#include <string_view>\nint main() { return 0; }\n",
+                    capture_output=True, text=True, timeout=120,
+                )  # fmt: skip
+                if compiled.returncode == 0:
+                    return path
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        tried.append(f"{path} (cannot compile C++17)")
+    raise _fail(
+        "building from source needs a C++17 compiler, and none works here. Tried: "
+        f"{', '.join(tried)}. Install one (Debian/Ubuntu: apt-get install g++; "
+        "Fedora/RHEL: dnf install gcc-c++), or set CXX to one, then run pip again. "
+        + PREBUILT_WHEEL_HINT
+    )
+
+
+def _parse_releases(requested: str) -> list[tuple[int, int]]:
+    """``2.15-2.21``, ``2.18`` or ``2.15,2.18``: each must be a supported minor release."""
+    supported = supported_tensorflow.minors()
+    wanted: list[tuple[int, int]] = []
+    for part in requested.split(","):
+        bounds = re.fullmatch(r"\s*(\d+)\.(\d+)\s*(?:-\s*(\d+)\.(\d+)\s*)?", part)
+        if bounds is None:
+            raise _fail(f"-C {RELEASES_SETTING}={requested!r}: write releases as 2.15-2.21, "
+                        "2.18 or 2.15,2.18")  # fmt: skip
+        major, low, high_major, high = bounds.groups()
+        first, last = (int(major), int(low)), (int(high_major or major), int(high or low))
+        wanted += [minor for minor in supported if first <= minor <= last]
+        if first not in supported or last not in supported:
+            raise _fail(f"-C {RELEASES_SETTING}={requested!r} asks for releases outside the "
+                        f"supported {supported_tensorflow.describe()}")  # fmt: skip
+    return sorted(set(wanted))
+
+
+def _check_supported(version: str) -> None:
+    minor = tuple(int(part) for part in version.split(".")[:2])
+    supported = supported_tensorflow.minors()
+    span = supported_tensorflow.describe()
+    if minor < supported[0]:
+        raise _fail(
+            f"this environment has TensorFlow {version}, but tf_stopgrad supports TensorFlow "
+            f"{span}. Upgrade TensorFlow first, then install tf_stopgrad again:\n"
+            f'    pip install --upgrade "{supported_tensorflow.requirement()}"'
+        )
+    if minor > supported[-1]:
+        print(f"tf_stopgrad: warning: TensorFlow {version} is newer than the releases "
+              f"tf_stopgrad is tested with ({span}); building against it anyway. Install with "
+              f"--no-deps to keep it: tf_stopgrad requires {supported_tensorflow.requirement()}.",
+              file=sys.stderr)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=None)
 def _installed_tensorflow(python: tuple[str, ...]) -> str | None:
     """The version of TensorFlow that ``python`` imports, or None."""
     try:
@@ -51,36 +185,42 @@ def _target_python() -> tuple[str, ...]:
     return (explicit,) if explicit else (sys.executable, "-E")
 
 
-def _tensorflow_python() -> tuple[tuple[str, ...], str | None]:
-    """The interpreter whose TensorFlow we build against, and its TensorFlow version."""
-    target = _target_python()
-    version = _installed_tensorflow(target)
-    if version is not None:
-        return target, version
-    build_env = (sys.executable,)
-    return build_env, _installed_tensorflow(build_env)
+@contextlib.contextmanager
+def _build_settings(plan: _Plan):
+    """scikit-build-core settings for ``plan``, in a build directory of its own.
 
-
-def _tensorflow_requirement() -> list[str]:
-    return [] if _installed_tensorflow(_target_python()) else [MINIMUM_TENSORFLOW]
-
-
-def _with_tensorflow_python(config_settings: dict[str, Any] | None) -> dict[str, Any]:
-    settings = dict(config_settings or {})
-    python, _ = _tensorflow_python()
-    settings.setdefault("cmake.define.TF_STOPGRAD_PYTHON", ";".join(python))
-    return settings
+    The directory is named after what the build compiles against, so objects compiled against
+    one TensorFlow are never reused for another, and it is locked for the build, so that two
+    builds from one checkout at once take turns instead of corrupting each other.
+    """
+    releases = plan.describe_releases()
+    releases_json = json.dumps(releases, indent=1, sort_keys=True)
+    key = hashlib.sha256((releases_json + plan.compiler).encode()).hexdigest()[:12]
+    versions = "+".join(release["version"] for release in releases)
+    build_dir = SOURCE_DIR / "build" / f"tf{versions}-{key}"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with open(build_dir.parent / f"{build_dir.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        releases_file = build_dir / "tensorflow_releases.json"
+        releases_file.write_text(releases_json)
+        settings = dict(plan.skbuild_settings)
+        settings["build-dir"] = str(build_dir)
+        settings["cmake.define.TF_STOPGRAD_RELEASES"] = str(releases_file)
+        settings["cmake.define.CMAKE_CXX_COMPILER"] = plan.compiler
+        yield settings
 
 
 # --- PEP 517 hooks -------------------------------------------------------------------------
 
 
 def get_requires_for_build_wheel(config_settings=None):
-    return _skbuild.get_requires_for_build_wheel(config_settings) + _tensorflow_requirement()
+    plan = _plan_for(config_settings)
+    return _skbuild.get_requires_for_build_wheel(plan.skbuild_settings) + plan.requirements
 
 
 def get_requires_for_build_editable(config_settings=None):
-    return _skbuild.get_requires_for_build_editable(config_settings) + _tensorflow_requirement()
+    plan = _plan_for(config_settings)
+    return _skbuild.get_requires_for_build_editable(plan.skbuild_settings) + plan.requirements
 
 
 def get_requires_for_build_sdist(config_settings=None):
@@ -88,34 +228,69 @@ def get_requires_for_build_sdist(config_settings=None):
 
 
 def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
-    return _skbuild.prepare_metadata_for_build_wheel(metadata_directory, config_settings)
+    plan = _plan_for(config_settings)
+    return _skbuild.prepare_metadata_for_build_wheel(metadata_directory, plan.skbuild_settings)
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    return _skbuild.build_wheel(
-        wheel_directory, _with_tensorflow_python(config_settings), metadata_directory
-    )
+    plan = _plan_for(config_settings)
+    with _build_settings(plan) as settings:
+        name = _skbuild.build_wheel(wheel_directory, settings, metadata_directory)
+    if plan.portable:
+        name = _retag(Path(wheel_directory) / name, _measured_platform_tag(
+            Path(wheel_directory) / name))
+    return name
 
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
-    return _skbuild.build_editable(
-        wheel_directory, _with_tensorflow_python(config_settings), metadata_directory
-    )
+    plan = _plan_for(config_settings)
+    with _build_settings(plan) as settings:
+        return _skbuild.build_editable(wheel_directory, settings, metadata_directory)
 
 
 def build_sdist(sdist_directory, config_settings=None):
     return _skbuild.build_sdist(sdist_directory, config_settings)
 
 
-# --- scikit-build-core metadata provider ----------------------------------------------------
+# --- the portable wheel's platform tag ------------------------------------------------------
 
 
-def dynamic_metadata(field: str, settings: dict[str, Any] | None = None, project=None) -> list[str]:
-    if field != "dependencies":
-        raise ValueError(f"tf_stopgrad_build only provides 'dependencies', not {field!r}")
-    _, version = _tensorflow_python()
-    if version is None:
-        # Metadata asked for outside a build that has TensorFlow (e.g. building an sdist).
-        return [MINIMUM_TENSORFLOW]
-    major, minor = version.split(".")[:2]
-    return [f"tensorflow=={major}.{minor}.*"]
+def _measured_platform_tag(wheel: Path) -> str:
+    """The manylinux tag that ``auditwheel show`` says the wheel's symbol versions allow.
+
+    The TensorFlow libraries the op libraries link are not on any manylinux policy's list, so
+    auditwheel calls the wheel itself ``linux_x86_64``; they come from the tensorflow
+    dependency, as for every TensorFlow plugin, and are never bundled.
+    """
+    shown = subprocess.run([sys.executable, "-m", "auditwheel", "show", str(wheel)],
+                           capture_output=True, text=True)  # fmt: skip
+    text = " ".join(shown.stdout.split())
+    tag = re.search(r'constrains the platform tag to "([a-z0-9_]+)"', text)
+    if shown.returncode != 0 or tag is None:
+        raise _fail(f"auditwheel could not measure {wheel.name}:\n{shown.stdout}{shown.stderr}")
+    print(f"tf_stopgrad: auditwheel: the wheel's symbol versions allow {tag.group(1)}",
+          file=sys.stderr)  # fmt: skip
+    return tag.group(1)
+
+
+def _retag(wheel: Path, platform_tag: str) -> str:
+    """Rewrites ``wheel`` with ``platform_tag`` (file name, WHEEL's Tag lines and RECORD)."""
+    name, version, python_tag, abi_tag, _ = wheel.stem.split("-")
+    retagged = wheel.with_name(f"{name}-{version}-{python_tag}-{abi_tag}-{platform_tag}.whl")
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(retagged, "w") as target:
+        record_name = next(n for n in source.namelist() if n.endswith(".dist-info/RECORD"))
+        wheel_name = record_name[: -len("RECORD")] + "WHEEL"
+        wheel_file = re.sub(r"(?m)^(Tag: [^-\n]+-[^-\n]+-).*$", rf"\g<1>{platform_tag}",
+                            source.read(wheel_name).decode()).encode()  # fmt: skip
+        rows = list(csv.reader(io.StringIO(source.read(record_name).decode())))
+        digest = base64.urlsafe_b64encode(hashlib.sha256(wheel_file).digest()).rstrip(b"=")
+        rows = [[wheel_name, f"sha256={digest.decode()}", str(len(wheel_file))]
+                if row and row[0] == wheel_name else row for row in rows]  # fmt: skip
+        record = io.StringIO()
+        csv.writer(record, lineterminator="\n").writerows(rows)
+        for info in source.infolist():
+            data = {wheel_name: wheel_file, record_name: record.getvalue().encode()}.get(
+                info.filename) or source.read(info)
+            target.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
+    wheel.unlink()
+    return retagged.name

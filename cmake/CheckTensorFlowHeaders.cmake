@@ -1,11 +1,12 @@
-# check_tensorflow_headers(): stop at configure time if the TensorFlow we build against ships
-# C++ headers that cannot be compiled. Some wheels have had incomplete headers (TensorFlow
-# 2.19's XLA headers include LLVM headers that it does not ship, tensorflow#90026); without
-# this check the build would die later in a raw compiler error deep inside TensorFlow.
+# check_tensorflow_headers(VERSION INCLUDE_DIRS COMPILE_OPTIONS): stop at configure time if a
+# TensorFlow release ships C++ headers that cannot be compiled. Some wheels have had
+# incomplete headers (TensorFlow 2.19's XLA headers include LLVM headers that it does not
+# ship, tensorflow#90026); without this check the build would die later in a raw compiler
+# error deep inside TensorFlow.
 #
 # The probe includes every TensorFlow, XLA, TSL and Abseil header that the plugin's own C++
 # files include, so it covers exactly what the build needs and cannot drift from it.
-function(check_tensorflow_headers)
+function(check_tensorflow_headers tf_version tf_include_dirs tf_compile_options)
   file(GLOB_RECURSE plugin_sources CONFIGURE_DEPENDS
     "${PROJECT_SOURCE_DIR}/cc/*.cc" "${PROJECT_SOURCE_DIR}/cc/*.h")
   set(tensorflow_includes "")
@@ -16,28 +17,29 @@ function(check_tensorflow_headers)
   list(REMOVE_DUPLICATES tensorflow_includes)
   list(SORT tensorflow_includes)
   list(JOIN tensorflow_includes "\n" probe_text)
-  set(probe "${CMAKE_CURRENT_BINARY_DIR}/tensorflow_headers_probe.cc")
+  set(probe_dir "${CMAKE_CURRENT_BINARY_DIR}/tensorflow_headers_probe-${tf_version}")
+  set(probe "${probe_dir}.cc")
   file(WRITE "${probe}" "${probe_text}\n")
 
   set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
-  try_compile(headers_compile "${CMAKE_CURRENT_BINARY_DIR}/tensorflow_headers_probe"
+  try_compile(headers_compile "${probe_dir}"
     SOURCES "${probe}"
-    CMAKE_FLAGS "-DINCLUDE_DIRECTORIES=${TF_INCLUDE_DIRS}"
-    COMPILE_DEFINITIONS ${TF_COMPILE_OPTIONS} -w
+    CMAKE_FLAGS "-DINCLUDE_DIRECTORIES=${tf_include_dirs}"
+    COMPILE_DEFINITIONS ${tf_compile_options} -w
     OUTPUT_VARIABLE probe_output)
   list(LENGTH tensorflow_includes header_count)
   if(headers_compile)
-    message(STATUS "TensorFlow ${TF_VERSION}'s headers: the ${header_count} the plugin includes compile")
+    message(STATUS "TensorFlow ${tf_version}'s headers: the ${header_count} the plugin includes compile")
     return()
   endif()
 
   string(REGEX MATCH "[^\n]*(error|Error)[^\n]*" first_error "${probe_output}")
   string(STRIP "${first_error}" first_error)
   message(FATAL_ERROR
-    "TensorFlow ${TF_VERSION}'s C++ headers cannot be compiled, so no custom op can be built "
+    "TensorFlow ${tf_version}'s C++ headers cannot be compiled, so no custom op can be built "
     "against this TensorFlow. The first error, from ${probe}:\n"
     "  ${first_error}\n"
-    "This is a defect of the TensorFlow ${TF_VERSION} wheel (TensorFlow 2.19's XLA headers, for "
+    "This is a defect of the TensorFlow ${tf_version} wheel (TensorFlow 2.19's XLA headers, for "
     "example, include LLVM headers the wheel does not ship), not of tf_stopgrad. To fix it, "
     "install a TensorFlow release whose headers are complete, for example a newer patch "
     "release or another minor release (pip install --upgrade \"tensorflow==<major>.<minor>.*\"), "

@@ -1,42 +1,64 @@
-"""Finds the op library, checks it was built for the running TensorFlow, and loads it."""
+"""Picks the op library built for the running TensorFlow, checks it, and loads it.
+
+``_build_record.json``, written by the build, lists every op library in the package, one
+per TensorFlow minor release, with what each was compiled against. A library is loaded only
+into the minor release it was built for; any other TensorFlow gets an ImportError with the
+command that builds one for it.
+"""
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import importlib.resources
+import json
 import os
 import struct
 import types
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import tensorflow as tf
 
-try:
-    from . import _build_info
-except ImportError as error:  # Running from a source checkout, or a broken install.
-    raise ImportError(
-        "tf_stopgrad's compiled parts are missing: the package was imported from a source tree "
-        "or from an incomplete install. Install it with `pip install .` from the tf_stopgrad "
-        "source directory (the tests must run against that install)."
-    ) from error
+BUILD_RECORD = "_build_record.json"
+
+
+@functools.lru_cache(maxsize=None)
+def build_record() -> dict[str, Any]:
+    """The whole build record: the package's facts, and ``libraries`` by TensorFlow minor."""
+    try:
+        text = (importlib.resources.files(__package__) / BUILD_RECORD).read_text()
+    except FileNotFoundError as error:  # A source tree, or a broken install.
+        raise ImportError(
+            "tf_stopgrad's compiled parts are missing: the package was imported from a source "
+            "tree or from an incomplete install. Install it: pip install . (from the "
+            "tf_stopgrad source directory), or pip install tf_stopgrad-*.whl."
+        ) from error
+    return json.loads(text)
 
 
 def build_info() -> dict[str, Any]:
-    """What the op library was compiled against: versions, C++ ABI, compiler, op names."""
+    """What the op library loaded for the running TensorFlow was compiled against: versions,
+    C++ ABI, compiler, op names, and the TensorFlow releases the package has libraries for."""
+    record = build_record()
+    library = _library_for(tf.__version__)
     return {
-        "version": _build_info.version,
-        "tf_version": _build_info.tf_version,
-        "cxx11_abi": int(_build_info.cxx11_abi),
-        "compiler": _build_info.compiler,
-        "source_dir": _build_info.source_dir,
-        "library_name": _build_info.library_name,
-        "stop_gradient_op": _build_info.stop_gradient_op,
-        "prevent_gradient_op": _build_info.prevent_gradient_op,
+        "version": record["version"],
+        "tf_version": library["tf_version"],
+        "cxx11_abi": library["cxx11_abi"],
+        "compiler": record["compiler"],
+        "source_dir": record["source_dir"],
+        "library_name": library["file"],
+        "tf_versions": [entry["tf_version"] for entry in _libraries_by_minor().values()],
+        "stop_gradient_op": record["stop_gradient_op"],
+        "prevent_gradient_op": record["prevent_gradient_op"],
     }
 
 
 def library_path() -> str:
-    """The path of the op library, for ``tf.load_op_library`` or for linking C++ programs."""
-    return str(importlib.resources.files(__package__) / _build_info.library_name)
+    """The path of the op library for the running TensorFlow, for ``tf.load_op_library`` or
+    for linking C++ programs."""
+    return str(importlib.resources.files(__package__) / _library_for(tf.__version__)["file"])
 
 
 def include_dir() -> str:
@@ -44,39 +66,82 @@ def include_dir() -> str:
     return str(importlib.resources.files(__package__) / "include")
 
 
-def rebuild_command(info: dict[str, Any]) -> str:
-    source = info["source_dir"]
-    if not os.path.isdir(source):
-        source = "<path to the tf_stopgrad source directory>"
-    return f"pip install --force-reinstall --no-deps --no-cache-dir {source}"
+def _minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
 
 
-def _minor(version: str) -> tuple[str, ...]:
-    return tuple(version.split(".")[:2])
+def _libraries_by_minor() -> dict[str, dict[str, Any]]:
+    libraries = build_record()["libraries"]
+    return dict(sorted(libraries.items(), key=lambda item: tuple(map(int, item[0].split(".")))))
 
 
-def check_compatible(info: dict[str, Any], tf_version: str, tf_cxx11_abi: int) -> None:
-    """Raise ImportError unless a library built as ``info`` says can run in this TensorFlow."""
-    remedy = f"Rebuild tf_stopgrad against the installed TensorFlow: {rebuild_command(info)}"
-    if _minor(info["tf_version"]) != _minor(tf_version):
+def covered_releases() -> str:
+    """The TensorFlow releases this install has op libraries for: ``2.21.0`` for a source
+    build, ``2.15-2.21`` for the wheel that serves them all."""
+    libraries = _libraries_by_minor()
+    if len(libraries) == 1:
+        return next(iter(libraries.values()))["tf_version"]
+    minors = list(libraries)
+    return f"{minors[0]}-{minors[-1]}"
+
+
+def _library_for(tf_version: str) -> dict[str, Any]:
+    library = build_record()["libraries"].get(_minor(tf_version))
+    if library is None:
         raise ImportError(
-            f"tf_stopgrad was built against TensorFlow {info['tf_version']}, but TensorFlow "
-            f"{tf_version} is installed; custom ops only load in the TensorFlow minor version "
-            f"they were compiled for. {remedy}"
+            f"tf_stopgrad has op libraries for TensorFlow {covered_releases()}, but TensorFlow "
+            f"{tf_version} is installed; a custom op loads only into the TensorFlow minor "
+            f"release it was compiled for. Build tf_stopgrad for this TensorFlow: "
+            f"{build_command()}"
         )
-    if info["cxx11_abi"] != tf_cxx11_abi:
+    return library
+
+
+def build_command() -> str:
+    """The command that builds and installs tf_stopgrad from source for the installed
+    TensorFlow, from the source it was built from if that still exists."""
+    command = "pip install --force-reinstall --no-deps --no-cache-dir"
+    source = build_record()["source_dir"]
+    if os.path.isfile(os.path.join(source, "pyproject.toml")):
+        return f"{command} {source}"
+    installed_from = _installed_from()
+    if installed_from is not None:
+        return f"{command} {installed_from}"
+    return (
+        f"{command} --no-binary tf_stopgrad tf_stopgrad (with the --index-url or --find-links "
+        "that has tf_stopgrad's sdist), or the same command with a source checkout's path "
+        "in place of the last word"
+    )
+
+
+def _installed_from() -> str | None:
+    """The local sdist or directory pip installed the package from (PEP 610), if it exists."""
+    try:
+        direct_url = importlib.metadata.distribution("tf_stopgrad").read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    url = urlparse(json.loads(direct_url or "{}").get("url", ""))
+    path = unquote(url.path)
+    return path if url.scheme == "file" and os.path.exists(path) else None
+
+
+def check_compatible(library: dict[str, Any], tf_version: str, tf_cxx11_abi: int) -> None:
+    """Raise ImportError unless ``library`` (a build record entry) uses TensorFlow's C++ ABI."""
+    if library["cxx11_abi"] != tf_cxx11_abi:
         raise ImportError(
-            f"tf_stopgrad was compiled with _GLIBCXX_USE_CXX11_ABI={info['cxx11_abi']}, but "
-            f"TensorFlow {tf_version} uses {tf_cxx11_abi}. {remedy}"
+            f"tf_stopgrad was compiled with _GLIBCXX_USE_CXX11_ABI={library['cxx11_abi']}, but "
+            f"TensorFlow {tf_version} uses {tf_cxx11_abi}. Build tf_stopgrad for it: "
+            f"{build_command()}"
         )
 
 
 def load_op_library() -> types.ModuleType:
-    """Check the build against the running TensorFlow, then load the op library."""
-    info = build_info()
-    check_compatible(info, tf.__version__, tf.sysconfig.CXX11_ABI_FLAG)
+    """Pick the op library for the running TensorFlow, check it, then load it."""
+    library = _library_for(tf.__version__)
+    check_compatible(library, tf.__version__, tf.sysconfig.CXX11_ABI_FLAG)
     path = library_path()
-    remedy = f"Reinstall tf_stopgrad: {rebuild_command(info)}"
+    info = build_info()
+    remedy = f"Reinstall tf_stopgrad: {build_command()}"
     if not os.path.isfile(path):
         raise ImportError(f"tf_stopgrad's op library is missing: {path} does not exist. {remedy}")
     truncation = _truncation(path)

@@ -16,10 +16,7 @@ from pathlib import Path
 
 
 def _has_compiled_parts(package_dir: Path) -> bool:
-    return any(
-        (package_dir / f"_build_info{suffix}").is_file()
-        for suffix in importlib.machinery.EXTENSION_SUFFIXES
-    )
+    return (package_dir / "_build_record.json").is_file()
 
 
 def _is_source_checkout(package_dir: Path) -> bool:

@@ -1,0 +1,96 @@
+"""TensorFlow releases as build inputs, taken from their wheels without installing them.
+
+For each minor release, ``pip download`` fetches the newest patch release's wheel (pip's
+own cache makes a repeated download cheap), and only the headers and the two libraries an
+op library links are unpacked, into a cache directory that later builds reuse:
+
+    $TF_STOPGRAD_CACHE, or $XDG_CACHE_HOME/tf_stopgrad, or ~/.cache/tf_stopgrad
+        tensorflow-2.21.0/  include/  libtensorflow_framework.so.2  libtensorflow_cc.so.2
+
+Delete a release's directory to fetch it again (say, for a new patch release).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from tensorflow_config import CC_LIBRARY, FRAMEWORK_LIBRARY
+
+CACHE_VARIABLE = "TF_STOPGRAD_CACHE"
+_COMPLETE = ".complete"
+
+
+def cache_dir() -> Path:
+    if os.environ.get(CACHE_VARIABLE):
+        return Path(os.environ[CACHE_VARIABLE])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "tf_stopgrad"
+
+
+def unpacked_release(major: int, minor: int) -> tuple[Path, str]:
+    """The unpacked newest patch release of TensorFlow ``major.minor``, and its version."""
+    cached = [path for path in cache_dir().glob(f"tensorflow-{major}.{minor}.*")
+              if (path / _COMPLETE).is_file()]  # fmt: skip
+    if cached:
+        newest = max(cached, key=lambda path: _version_key(path.name.split("-", 1)[1]))
+        return newest, newest.name.split("-", 1)[1]
+    with tempfile.TemporaryDirectory(prefix="tf_stopgrad-download-") as download_dir:
+        wheel = _download(f"tensorflow=={major}.{minor}.*", Path(download_dir))
+        version = wheel.name.split("-")[1]
+        return _unpack(wheel, cache_dir() / f"tensorflow-{version}"), version
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
+def _download(requirement: str, into: Path) -> Path:
+    # -E: pip's build isolation puts its own PYTHONPATH first, which may hide pip itself.
+    command = [sys.executable, "-E", "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--disable-pip-version-check", "--quiet", "--dest", str(into), requirement]  # fmt: skip
+    print(f"tf_stopgrad: fetching {requirement} (headers and libraries only)", file=sys.stderr)
+    result = subprocess.run(command, capture_output=True, text=True)
+    wheels = list(into.glob("tensorflow-*.whl"))
+    if result.returncode != 0 or len(wheels) != 1:
+        raise SystemExit(
+            f"tf_stopgrad: could not download {requirement} to build against it:\n"
+            f"{result.stderr.strip()[-2000:]}\n"
+            "The wheel build needs the package index (or pip's cache) to fetch each "
+            "TensorFlow release it builds for."
+        )
+    return wheels[0]
+
+
+def _unpack(wheel: Path, destination: Path) -> Path:
+    """Unpacks the build inputs next to ``destination``, then renames it into place, so that
+    a concurrent or interrupted build never sees half a release."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}-", dir=destination.parent))
+    wanted = re.compile(rf"tensorflow/(include/.*|{re.escape(FRAMEWORK_LIBRARY)}|"
+                        rf"{re.escape(CC_LIBRARY)})$")  # fmt: skip
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            for member in archive.infolist():
+                match = wanted.match(member.filename)
+                if match is None or member.is_dir():
+                    continue
+                target = staging / match.group(1)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(member) as source, open(target, "wb") as sink:
+                    shutil.copyfileobj(source, sink, 1 << 20)
+        (staging / _COMPLETE).write_text(wheel.name + "\n")
+        try:
+            staging.rename(destination)
+        except OSError:  # Another build unpacked the same release first.
+            if not (destination / _COMPLETE).is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return destination
