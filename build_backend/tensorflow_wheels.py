@@ -53,8 +53,9 @@ def _version_key(version: str) -> tuple[int, ...]:
 
 def _download(requirement: str, into: Path) -> Path:
     # -E: pip's build isolation puts its own PYTHONPATH first, which may hide pip itself.
-    command = [sys.executable, "-E", "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "--quiet", "--dest", str(into), requirement]  # fmt: skip
+    command = [sys.executable, "-E", "-m", "pip", "download", "--no-deps", "--quiet",
+               "--only-binary=:all:", "--disable-pip-version-check", "--dest", str(into),
+               requirement]  # fmt: skip
     print(f"tf_stopgrad: fetching {requirement} (headers and libraries only)", file=sys.stderr)
     result = subprocess.run(command, capture_output=True, text=True)
     wheels = list(into.glob("tensorflow-*.whl"))
@@ -86,6 +87,7 @@ def _unpack(wheel: Path, destination: Path) -> Path:
                 with archive.open(member) as source, open(target, "wb") as sink:
                     shutil.copyfileobj(source, sink, 1 << 20)
         (staging / _COMPLETE).write_text(wheel.name + "\n")
+        staging.chmod(0o755)  # mkdtemp made it private
         try:
             staging.rename(destination)
         except OSError:  # Another build unpacked the same release first.

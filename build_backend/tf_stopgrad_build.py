@@ -48,10 +48,13 @@ PREBUILT_WHEEL_HINT = (
     "(see the README)."
 )
 
+# The version of the distribution that provides the `tensorflow` package, whatever its name
+# (tensorflow, tensorflow-cpu, tf-nightly), without importing it.
 _PROBE = (
     "import importlib.metadata as m, importlib.util as u, json;"
     "found = u.find_spec('tensorflow') is not None;"
-    "print(json.dumps(m.version('tensorflow') if found else None))"
+    "names = getattr(m, 'packages_distributions', dict)().get('tensorflow') or ['tensorflow'];"
+    "print(json.dumps(m.version(names[0]) if found else None))"
 )
 
 
@@ -91,7 +94,7 @@ class _Plan:
         ]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _plan(config_settings_json: str) -> _Plan:
     return _Plan(json.loads(config_settings_json))
 
@@ -169,7 +172,7 @@ def _check_supported(version: str) -> None:
               file=sys.stderr)  # fmt: skip
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _installed_tensorflow(python: tuple[str, ...]) -> str | None:
     """The version of TensorFlow that ``python`` imports, or None."""
     try:

@@ -8,45 +8,38 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
 import tensorflow as tf
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT / "build_backend"))
+import supported_tensorflow  # noqa: E402
+import tensorflow_config  # noqa: E402
+
 CONFIGURE_TIMEOUT_S = 180
 
 needs_cmake = pytest.mark.skipif(shutil.which("cmake") is None, reason="needs cmake on PATH")
 
 
-def fake_tensorflow_config(tmp_path: Path, version: str, extra_include_dir: Path) -> Path:
-    """A stand-in for build_backend/tensorflow_config.py: the installed TensorFlow's real
-    flags, but with ``version`` and ``extra_include_dir`` searched before its headers."""
-    include_dirs = [str(extra_include_dir)] + [
-        flag[2:] for flag in tf.sysconfig.get_compile_flags() if flag.startswith("-I")
-    ]
-    options = [flag for flag in tf.sysconfig.get_compile_flags() if not flag.startswith("-I")]
-    script = tmp_path / "fake_tensorflow_config.py"
-    script.write_text(
-        textwrap.dedent(f"""\
-            print('set(TF_VERSION "{version}")')
-            print('set(TF_INCLUDE_DIRS "{";".join(include_dirs)}")')
-            print('set(TF_COMPILE_OPTIONS "{";".join(options)}")')
-        """)
-    )
-    return script
+def fake_tensorflow_releases(tmp_path: Path, version: str, extra_include_dir: Path) -> Path:
+    """A stand-in for the build backend's description of the releases to build against: the
+    installed TensorFlow, but with ``version`` and ``extra_include_dir`` searched before its
+    headers."""
+    release = tensorflow_config.describe_installed()
+    release.update(version=version, include_dirs=[str(extra_include_dir), *release["include_dirs"]])
+    releases = tmp_path / "tensorflow_releases.json"
+    releases.write_text(json.dumps([release]))
+    return releases
 
 
-def configure(tmp_path: Path, tensorflow_config: Path) -> subprocess.CompletedProcess:
-    """Runs CMake's configure step on the repository with ``tensorflow_config`` as its
-    source of TensorFlow's flags."""
+def configure(source: Path, build: Path, releases: Path) -> subprocess.CompletedProcess:
+    """Runs CMake's configure step on ``source`` for the TensorFlow ``releases``."""
     return subprocess.run(
-        [
-            "cmake", "-S", str(REPO_ROOT), "-B", str(tmp_path / "build"),
-            f"-DTF_STOPGRAD_PYTHON={sys.executable};{tensorflow_config}",
-            "-DSKBUILD_PROJECT_VERSION=0.0.0",
-        ],
+        ["cmake", "-S", str(source), "-B", str(build), f"-DTF_STOPGRAD_RELEASES={releases}",
+         "-DSKBUILD_PROJECT_VERSION=0.0.0"],
         capture_output=True, text=True, timeout=CONFIGURE_TIMEOUT_S,
     )  # fmt: skip
 
@@ -58,9 +51,9 @@ def test_unusable_tensorflow_headers_stop_the_configure_step_with_the_remedy(tmp
     broken = tmp_path / "include" / "tensorflow" / "core" / "framework"
     broken.mkdir(parents=True)
     (broken / "op.h").write_text('#include "llvm/ADT/ArrayRef.h"\n')
-    script = fake_tensorflow_config(tmp_path, "2.99.0", tmp_path / "include")
+    releases = fake_tensorflow_releases(tmp_path, "2.99.0", tmp_path / "include")
 
-    configured = configure(tmp_path, script)
+    configured = configure(REPO_ROOT, tmp_path / "build", releases)
 
     assert configured.returncode != 0
     message = " ".join(configured.stderr.split())  # CMake wraps long messages
@@ -74,15 +67,15 @@ def test_unusable_tensorflow_headers_stop_the_configure_step_with_the_remedy(tmp
 @pytest.mark.core
 @needs_cmake
 def test_the_installed_tensorflow_passes_the_header_check(tmp_path):
-    script = fake_tensorflow_config(tmp_path, tf.__version__, tmp_path / "no_extra_headers")
+    releases = fake_tensorflow_releases(tmp_path, tf.__version__, tmp_path / "no_extra_headers")
 
-    configured = configure(tmp_path, script)
+    configured = configure(REPO_ROOT, tmp_path / "build", releases)
 
     assert f"TensorFlow {tf.__version__}'s headers: the" in configured.stdout, configured.stderr
     assert "cannot be compiled" not in configured.stderr
 
 
-NEWEST_SUPPORTED_MINOR = 21
+NEWEST_SUPPORTED_MINOR = supported_tensorflow.minors()[-1][1]
 REBUILD_TIMEOUT_S = 900
 INPUT = [1.0, -2.0, 3.5]
 USE_AFTER_REBUILD = f"""
@@ -143,9 +136,9 @@ def test_changing_tensorflow_in_place_asks_for_the_rebuild_that_then_works(tmp_p
 
     assert refused.returncode != 0
     last_line = refused.stderr.strip().splitlines()[-1]
-    assert last_line.startswith("ImportError: tf_stopgrad was built against TensorFlow "
+    assert last_line.startswith("ImportError: tf_stopgrad has op libraries for TensorFlow "
                                 f"{tf.__version__}, but TensorFlow {other_minor}.")  # fmt: skip
-    command = re.search(r"Rebuild tf_stopgrad against the installed TensorFlow: (.+)$", last_line)
+    command = re.search(r"Build tf_stopgrad for this TensorFlow: (.+)$", last_line)
     assert command, last_line
 
     subprocess.run(command.group(1), shell=True, env=env, cwd=tmp_path, check=True,
@@ -165,3 +158,107 @@ def test_changing_tensorflow_in_place_asks_for_the_rebuild_that_then_works(tmp_p
         tape.watch(x)
         y = tf.reduce_sum(tf.stop_gradient(x * x) * x)
     assert result["gradient"] == tape.gradient(y, x).numpy().tolist()
+
+
+@pytest.mark.core
+def test_a_release_described_from_its_files_matches_tf_sysconfig():
+    # The wheel build describes each release from its unpacked files, which cannot be
+    # imported; for the installed TensorFlow both descriptions must agree.
+    from_files = tensorflow_config.describe_unpacked(Path(tf.sysconfig.get_lib()), tf.__version__)
+    assert from_files == tensorflow_config.describe_installed()
+
+
+@pytest.mark.core
+def test_builds_for_different_tensorflow_releases_never_share_a_build_directory(monkeypatch):
+    import tf_stopgrad_build
+
+    def build_dir(release):
+        plan = tf_stopgrad_build._Plan.__new__(tf_stopgrad_build._Plan)
+        plan.skbuild_settings, plan.compiler = {}, "/usr/bin/c++"
+        monkeypatch.setattr(plan, "describe_releases", lambda: [release], raising=False)
+        with tf_stopgrad_build._build_settings(plan) as settings:
+            return settings["build-dir"]
+
+    installed = tensorflow_config.describe_installed()
+    other_headers = dict(installed, include_dirs=["/elsewhere/include"])
+    other_version = dict(installed, version="2.99.0")
+    directories = {build_dir(installed), build_dir(other_headers), build_dir(other_version)}
+    assert len(directories) == 3
+    assert build_dir(installed) in directories  # the same release reuses its own directory
+
+
+def hidden_compilers(tmp_path: Path) -> dict[str, str]:
+    """An environment whose PATH finds compilers and CMake that fail, before the real ones."""
+    fake_bin = tmp_path / "fake_bin"
+    fake_bin.mkdir()
+    for tool in ("cc", "c++", "gcc", "g++", "clang", "clang++", "cmake"):
+        (fake_bin / tool).write_text("#!/bin/sh\necho \"$0: no compiler here\" >&2\nexit 1\n")
+        (fake_bin / tool).chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake_bin}{os.pathsep}{os.environ['PATH']}",
+               PIP_DISABLE_PIP_VERSION_CHECK="1")  # fmt: skip
+    env.pop("CXX", None)
+    return env
+
+
+@pytest.mark.core
+def test_without_a_compiler_pip_install_stops_first_and_says_what_to_install(tmp_path):
+    # A fresh environment without TensorFlow: the check must come before pip downloads it.
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
+    installed = subprocess.run(
+        [str(tmp_path / "venv" / "bin" / "python"), "-m", "pip", "install", str(REPO_ROOT)],
+        env=hidden_compilers(tmp_path), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+    output = installed.stdout + installed.stderr
+    assert installed.returncode != 0
+    assert "tf_stopgrad: building from source needs a C++17 compiler, and none works" in output
+    assert "apt-get install g++" in output and "prebuilt wheel" in output
+    assert "Collecting tensorflow" not in output, "TensorFlow was fetched before the check"
+
+
+@pytest.mark.rebuild
+def test_a_source_build_refuses_tensorflow_older_than_the_supported_range(tmp_path):
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
+    python = str(tmp_path / "venv" / "bin" / "python")
+    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "tensorflow==2.14.*"],
+                   env=env, check=True, timeout=REBUILD_TIMEOUT_S)  # fmt: skip
+
+    installed = subprocess.run([python, "-m", "pip", "install", str(REPO_ROOT)], env=env,
+                               capture_output=True, text=True, timeout=600)  # fmt: skip
+
+    output = " ".join((installed.stdout + installed.stderr).split())
+    assert installed.returncode != 0
+    assert re.search(r"tf_stopgrad: this environment has TensorFlow 2\.14\.\d+, but tf_stopgrad "
+                     r"supports TensorFlow 2\.15-2\.21\. Upgrade TensorFlow first", output), output
+    assert 'pip install --upgrade "tensorflow>=2.15,<2.22"' in output
+    assert "Building wheel for tf_stopgrad" not in output, "it compiled before refusing"
+
+
+@pytest.mark.rebuild
+def test_two_builds_at_once_from_a_checkout_whose_path_has_a_space_quote_and_dollar(tmp_path):
+    source = tmp_path / "it's a \"checkout\" $HOME"
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()  # fmt: skip
+    for name in tracked:
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO_ROOT / name, source / name)
+    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    builds = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path / f"dist{i}"),
+             str(source)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    for build in builds:
+        output, _ = build.communicate(timeout=REBUILD_TIMEOUT_S)
+        assert build.returncode == 0, output[-3000:]
+    for i in range(2):
+        (wheel,) = (tmp_path / f"dist{i}").glob("tf_stopgrad-*.whl")
+        with zipfile.ZipFile(wheel) as archive:
+            record = json.loads(archive.read("tf_stopgrad/_build_record.json"))
+        assert record["source_dir"] == str(source)
+        (library,) = record["libraries"].values()
+        assert library["tf_version"] == tf.__version__

@@ -8,6 +8,8 @@ never crash.
 
 from __future__ import annotations
 
+import _ctypes
+import json
 import random
 import re
 import shutil
@@ -58,21 +60,24 @@ def empty(package):
 
 
 def replace_with_another_shared_library(package):
-    (build_info_extension,) = package.glob("_build_info*.so")
-    shutil.copyfile(build_info_extension, the_library(package))
+    shutil.copyfile(_ctypes.__file__, the_library(package))
 
 
 def delete(package):
     the_library(package).unlink()
 
 
-def fake_build_record_for_tensorflow_2_14(package):
-    """Replace the compiled build record with a Python one claiming TensorFlow 2.14.0."""
-    for extension in package.glob("_build_info*.so"):
-        extension.unlink()
-    record = dict(tf_stopgrad.build_info(), tf_version="2.14.0")
-    text = "".join(f"{key} = {value!r}\n" for key, value in record.items())
-    (package / "_build_info.py").write_text(text)
+def build_record_for_tensorflow_2_14_only(package):
+    """Rewrite the build record as if the package held only a library for TensorFlow 2.14."""
+    record_file = package / "_build_record.json"
+    record = json.loads(record_file.read_text())
+    record["libraries"] = {"2.14": dict(next(iter(record["libraries"].values())),
+                                        tf_version="2.14.0")}  # fmt: skip
+    record_file.write_text(json.dumps(record))
+
+
+def build_record_missing(package):
+    (package / "_build_record.json").unlink()
 
 
 def could_not_load(reason):
@@ -96,10 +101,14 @@ DAMAGES = {  # how the copy is damaged: (damage, the ImportError expected, None 
         rf"does not define the ops .*not tf_stopgrad's op library.*{REINSTALL}",
     ),
     "library missing": (delete, rf"op library is missing: \S+ does not exist.*{REINSTALL}"),
-    "build record for TensorFlow 2.14.0": (
-        fake_build_record_for_tensorflow_2_14,
-        rf"built against TensorFlow 2\.14\.0, but TensorFlow {re.escape(tf.__version__)} is "
-        rf"installed.*{REINSTALL}",
+    "build record for TensorFlow 2.14.0 only": (
+        build_record_for_tensorflow_2_14_only,
+        rf"has op libraries for TensorFlow 2\.14\.0, but TensorFlow {re.escape(tf.__version__)} "
+        rf"is installed.*{REINSTALL}",
+    ),
+    "build record missing": (
+        build_record_missing,
+        r"compiled parts are missing.*pip install \. \(from the tf_stopgrad source directory\)",
     ),
 }
 

@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 import tensorflow as tf
+from packaging.requirements import Requirement
 
 import tf_stopgrad
 from tf_stopgrad import _loader, ops
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "build_backend"))
+import supported_tensorflow  # noqa: E402
 
 pytestmark = pytest.mark.core
 
@@ -43,10 +47,12 @@ def test_op_names_are_namespaced_not_the_builtin_names():
         assert namespace == "TfStopgrad" and name in ("StopGradient", "PreventGradient")
 
 
-def test_runtime_requirement_pins_the_tensorflow_minor_built_against():
-    major, minor = tf.__version__.split(".")[:2]
-    requirements = importlib.metadata.requires("tf_stopgrad")
-    assert f"tensorflow=={major}.{minor}.*" in requirements
+def test_runtime_requirement_is_the_supported_range_written_in_pyproject():
+    # Also what every wheel and the sdist say, so pip never swaps the user's TensorFlow for
+    # the one a cached wheel was built against.
+    requires = importlib.metadata.requires("tf_stopgrad")
+    (tensorflow,) = [Requirement(r) for r in requires if "extra" not in r]
+    assert tensorflow == Requirement(supported_tensorflow.requirement())
 
 
 def test_installed_files():
@@ -61,34 +67,55 @@ def test_load_op_library_again_is_harmless():
     assert tf_stopgrad.stop_gradient(tf.constant(2.0)).numpy() == 2.0
 
 
-@pytest.mark.parametrize("runtime", ["2.20.0", "3.0.0", "2.2.1"])
-def test_different_tensorflow_minor_is_refused_with_rebuild_command(runtime):
-    info = dict(tf_stopgrad.build_info(), tf_version="2.21.0")
+@pytest.mark.parametrize("runtime", ["2.20.0", "3.0.0", "2.2.1", "2.23.0-dev20261026"])
+def test_tensorflow_without_a_library_is_refused_with_the_build_command(runtime, monkeypatch):
+    record = dict(_loader.build_record(), libraries={
+        "2.15": {"tf_version": "2.15.1", "cxx11_abi": 1, "file": "libtf_stopgrad_ops-tf2.15.so"},
+        "2.21": {"tf_version": "2.21.0", "cxx11_abi": 1, "file": "libtf_stopgrad_ops-tf2.21.so"},
+    })  # fmt: skip
+    monkeypatch.setattr(_loader, "build_record", lambda: record)
+    monkeypatch.setattr(tf, "__version__", runtime)
     with pytest.raises(
         ImportError,
-        match=r"built against TensorFlow 2\.21\.0.*"
+        match=r"has op libraries for TensorFlow 2\.15-2\.21, but TensorFlow "
         + re.escape(runtime)
-        + r".*pip install --force-reinstall --no-deps",
+        + r" is installed.*Build tf_stopgrad for this TensorFlow: pip install --force-reinstall "
+        r"--no-deps --no-cache-dir",
     ):
-        _loader.check_compatible(info, runtime, info["cxx11_abi"])
+        _loader.load_op_library()
 
 
-def test_patch_release_of_the_same_minor_is_accepted():
-    info = dict(tf_stopgrad.build_info(), tf_version="2.21.0")
-    _loader.check_compatible(info, "2.21.3", info["cxx11_abi"])
+def test_patch_release_of_the_same_minor_gets_that_minors_library(monkeypatch):
+    major_minor = ".".join(tf.__version__.split(".")[:2])
+    monkeypatch.setattr(tf, "__version__", f"{major_minor}.99")
+    assert tf_stopgrad.library_path().endswith(f"-tf{major_minor}.so")
+    assert _loader.build_info()["tf_version"] == _loader.build_record()["libraries"][
+        major_minor]["tf_version"]  # fmt: skip
 
 
 def test_different_cxx_abi_is_refused():
     info = tf_stopgrad.build_info()
-    with pytest.raises(ImportError, match="_GLIBCXX_USE_CXX11_ABI"):
+    with pytest.raises(ImportError, match=r"_GLIBCXX_USE_CXX11_ABI=\d, but TensorFlow .* uses"):
         _loader.check_compatible(info, tf.__version__, 1 - info["cxx11_abi"])
 
 
-def test_rebuild_command_names_the_source_directory_when_it_exists(tmp_path):
-    info = dict(tf_stopgrad.build_info(), source_dir=str(tmp_path))
-    assert _loader.rebuild_command(info).endswith(str(tmp_path))
-    info["source_dir"] = str(tmp_path / "gone")
-    assert "<path to the tf_stopgrad source directory>" in _loader.rebuild_command(info)
+def test_build_command_names_the_source_directory_when_it_exists(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("")
+    monkeypatch.setattr(_loader, "build_record", lambda: {"source_dir": str(tmp_path)})
+    assert _loader.build_command() == (
+        f"pip install --force-reinstall --no-deps --no-cache-dir {tmp_path}"
+    )
+
+
+def test_build_command_without_a_source_directory_says_where_to_get_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(_loader, "build_record", lambda: {"source_dir": str(tmp_path / "gone")})
+    monkeypatch.setattr(_loader, "_installed_from", lambda: None)
+    command = _loader.build_command()
+    assert command.startswith(
+        "pip install --force-reinstall --no-deps --no-cache-dir --no-binary tf_stopgrad "
+        "tf_stopgrad (with the --index-url or --find-links that has tf_stopgrad's sdist)"
+    )
+    assert "source checkout" in command
 
 
 @pytest.mark.parametrize("module", [ops], ids=lambda m: m.__name__)

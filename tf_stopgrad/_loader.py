@@ -23,7 +23,7 @@ import tensorflow as tf
 BUILD_RECORD = "_build_record.json"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def build_record() -> dict[str, Any]:
     """The whole build record: the package's facts, and ``libraries`` by TensorFlow minor."""
     try:
