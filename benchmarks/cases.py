@@ -66,6 +66,8 @@ def build(sizes: Sizes) -> tuple[list[TimedGroup], list[Comparison]]:
         _vectorized_map_eager,
         _vectorized_map_in_function,
         _xla,
+        _session_chain,
+        _session_training_step,
     ):
         group, rows = case(sizes)
         groups.append(group)
@@ -311,4 +313,64 @@ def _xla(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
 
     return _ours_against_builtin(
         "xla", compiled, _calls(30, sizes), "XLA: jit_compile=True function, steady state", 1.05
+    )
+
+
+def _in_session(
+    make_fetch: Callable[[StopGradient], object],
+) -> Callable[[StopGradient], Callable[[], object]]:
+    """``make(stop_gradient)``: a v1 Session over the graph ``make_fetch`` builds with it,
+    initialized; calling the result runs the fetch once."""
+
+    def make(stop_gradient: StopGradient) -> Callable[[], object]:
+        graph = tf.Graph()
+        with graph.as_default():
+            fetch = make_fetch(stop_gradient)
+            initialize = tf.compat.v1.global_variables_initializer()
+        session = tf.compat.v1.Session(graph=graph)
+        session.run(initialize)
+        session.run(fetch)  # The first run builds the session's executors.
+        return lambda: session.run(fetch)
+
+    return make
+
+
+def _session_chain(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
+    """The graph case's chain, in a v1 graph run by ``tf.compat.v1.Session.run``."""
+    length = sizes.chain_length
+
+    def chain(stop_gradient: StopGradient) -> tf.Tensor:
+        x = tf.constant([1.0])
+        scale = tf.compat.v1.placeholder_with_default(1.0001, [])  # not foldable
+        for _ in range(length):
+            x = stop_gradient(x) * scale
+        return x
+
+    return _ours_against_builtin(
+        "session_chain",
+        _in_session(chain),
+        _calls(20, sizes),
+        f"v1 Session.run: chain of {length} x = stop_gradient(x) * scale",
+        1.05,
+    )
+
+
+def _session_training_step(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
+    """One v1 training step: a two-layer model regressing on a stopped target."""
+
+    def training_step(stop_gradient: StopGradient) -> object:
+        inputs = tf.reshape(tf.range(64 * 16, dtype=tf.float32) / 1024.0, [64, 16])
+        w1 = tf.Variable(tf.fill([16, 32], 0.01))
+        w2 = tf.Variable(tf.fill([32, 1], 0.01))
+        prediction = tf.matmul(tf.nn.relu(tf.matmul(inputs, w1)), w2)
+        target = stop_gradient(tf.reduce_mean(prediction) + tf.reduce_sum(inputs, 1, True))
+        loss = tf.reduce_mean(tf.square(prediction - target))
+        return tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(loss)
+
+    return _ours_against_builtin(
+        "session_training_step",
+        _in_session(training_step),
+        _calls(20, sizes),
+        "v1 Session.run: GradientDescentOptimizer step of a two-layer model, stopped target",
+        1.05,
     )

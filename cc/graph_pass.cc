@@ -1,11 +1,19 @@
-// Takes the plugin's nodes out of function graphs before they run, as Grappler's model
-// pruner does for the built-in StopGradient and PreventGradient (it recognizes those by type
-// name only, so it keeps ours). At run time both ops are identities: their gradient effect
-// was applied when the function was traced and differentiated, long before execution.
+// Gives the plugin's nodes the built-in op types before a graph is placed and run: session
+// graphs and function graphs alike.
+//
+// TensorFlow's runtime special-cases StopGradient and PreventGradient by type name: Grappler's
+// model pruner removes them, XLA's clustering knows them. The plugin's ops are the same
+// identities, and their gradient effect was applied when the gradients were built, long
+// before this runs on the runtime's own copy of the graph. So each plugin node becomes a
+// built-in node with the same name, attributes, device and edges; from then on the runtime
+// treats the two alike, including what it must keep: a node that a session fetches, feeds or
+// targets keeps its name, and Grappler preserves it exactly as it preserves the built-in.
+#include <utility>
 #include <vector>
 
 #include "op_names.h"
 #include "tensorflow/core/common_runtime/optimization_registry.h"
+#include "tensorflow/core/framework/node_def.pb.h"
 #include "tensorflow/core/graph/graph.h"
 
 namespace tf_stopgrad {
@@ -15,60 +23,51 @@ using ::tensorflow::Edge;
 using ::tensorflow::Graph;
 using ::tensorflow::Node;
 
-bool IsForwardingNode(const Node* node) {
-  return node->type_string() == kStopGradientOp || node->type_string() == kPreventGradientOp;
+const char* BuiltinTypeFor(const Node* node) {
+  if (node->type_string() == kStopGradientOp) return "StopGradient";
+  if (node->type_string() == kPreventGradientOp) return "PreventGradient";
+  return nullptr;
 }
 
-// Bypass only where nothing observable can change: no control edges to re-route, an input
-// that is not a control-flow primitive (whose outputs carry deadness and frames), and no
-// device request of the node's own.
-bool CanBypass(const Node* node, const Edge* input) {
-  for (const Edge* edge : node->in_edges()) {
-    if (edge->IsControlEdge()) return false;
+absl::Status ReplaceWithBuiltin(Graph* graph, Node* node, const char* builtin_type) {
+  tensorflow::NodeDef def = node->def();
+  def.set_op(builtin_type);
+  const std::vector<const Edge*> in_edges(node->in_edges().begin(), node->in_edges().end());
+  const std::vector<const Edge*> out_edges(node->out_edges().begin(), node->out_edges().end());
+  absl::Status status;
+  Node* builtin = graph->AddNode(std::move(def), &status);
+  TF_RETURN_IF_ERROR(status);
+  builtin->set_assigned_device_name(node->assigned_device_name());
+  for (const Edge* edge : in_edges) {
+    graph->AddEdge(edge->src(), edge->src_output(), builtin, edge->dst_input());
   }
-  for (const Edge* edge : node->out_edges()) {
-    if (edge->IsControlEdge()) return false;
+  for (const Edge* edge : out_edges) {
+    graph->AddEdge(builtin, edge->src_output(), edge->dst(), edge->dst_input());
   }
-  const Node* source = input->src();
-  return !source->IsControlFlow() &&
-         (node->requested_device().empty() ||
-          node->requested_device() == source->requested_device());
-}
-
-absl::Status BypassForwardingNodes(Graph* graph) {
-  std::vector<Node*> forwarding_nodes;
-  for (Node* node : graph->op_nodes()) {
-    if (IsForwardingNode(node)) forwarding_nodes.push_back(node);
-  }
-  for (Node* node : forwarding_nodes) {
-    const Edge* input = nullptr;
-    TF_RETURN_IF_ERROR(node->input_edge(0, &input));
-    if (!CanBypass(node, input)) continue;
-    Node* source = input->src();
-    const int source_output = input->src_output();
-    const std::vector<const Edge*> outputs(node->out_edges().begin(), node->out_edges().end());
-    for (const Edge* output : outputs) {
-      Node* consumer = output->dst();
-      const int consumer_input = output->dst_input();
-      graph->RemoveEdge(output);
-      graph->AddEdge(source, source_output, consumer, consumer_input);
-    }
-    graph->RemoveNode(node);
-  }
+  graph->RemoveNode(node);
   return absl::OkStatus();
 }
 
-class BypassForwardingNodesPass : public tensorflow::GraphOptimizationPass {
+class UseBuiltinOpTypesPass : public tensorflow::GraphOptimizationPass {
  public:
-  // Session graphs are left alone: a session can fetch any node by name.
   absl::Status Run(const tensorflow::GraphOptimizationPassOptions& options) override {
-    if (!options.is_function_graph || options.graph == nullptr) return absl::OkStatus();
-    return BypassForwardingNodes(options.graph->get());
+    if (options.graph == nullptr) return absl::OkStatus();
+    Graph* graph = options.graph->get();
+    std::vector<std::pair<Node*, const char*>> plugin_nodes;
+    for (Node* node : graph->op_nodes()) {
+      if (const char* builtin_type = BuiltinTypeFor(node)) {
+        plugin_nodes.emplace_back(node, builtin_type);
+      }
+    }
+    for (const auto& [node, builtin_type] : plugin_nodes) {
+      TF_RETURN_IF_ERROR(ReplaceWithBuiltin(graph, node, builtin_type));
+    }
+    return absl::OkStatus();
   }
 };
 
 REGISTER_OPTIMIZATION(tensorflow::OptimizationPassRegistry::PRE_PLACEMENT, 0,
-                      BypassForwardingNodesPass);
+                      UseBuiltinOpTypesPass);
 
 }  // namespace
 }  // namespace tf_stopgrad

@@ -1,11 +1,13 @@
-"""The op library's graph pass: function graphs run without the plugin's nodes, unchanged.
+"""The op library's graph pass, in function graphs: the runtime treats ours like the built-in.
 
-Grappler prunes the built-in StopGradient/PreventGradient before a function runs; the pass
-in cc/graph_pass.cc does the same for ours, except where removing a node could change
-behaviour (control edges, control-flow inputs, a device request of its own).
+Before placement, cc/graph_pass.cc gives the plugin's nodes the built-in op types, so that
+Grappler prunes them exactly where it prunes the built-in StopGradient/PreventGradient, and
+keeps them where it keeps those. Session graphs:
+tests/test_session.py.
 """
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -30,57 +32,62 @@ DUMP_SCRIPT = textwrap.dedent(
     import tensorflow as tf
     import tf_stopgrad
 
-    @tf.function
-    def chain(x):
-        for _ in range(3):
-            x = tf_stopgrad.stop_gradient(x) * 2.0
-        return tf_stopgrad.prevent_gradient(x, "m")
+    def programs(stop, prevent):
+        @tf.function
+        def chain(x):
+            for _ in range(3):
+                x = stop(x) * 2.0
+            return prevent(x)
 
-    @tf.function
-    def guarded(x):
-        with tf.control_dependencies([tf.debugging.assert_positive(x)]):
-            return tf_stopgrad.stop_gradient(x)
+        @tf.function
+        def guarded(x):
+            with tf.control_dependencies([tf.debugging.assert_positive(x)]):
+                return stop(x)
 
-    print(chain(tf.constant(1.0)).numpy(), guarded(tf.constant(1.0)).numpy())
+        return chain, guarded
+
+    builtin_prevent = lambda x: tf.raw_ops.PreventGradient(input=x, message="m")
+    ours = programs(tf_stopgrad.stop_gradient, lambda x: tf_stopgrad.prevent_gradient(x, "m"))
+    builtin = programs(tf.stop_gradient, builtin_prevent)
+    for chain, guarded in (ours, builtin):
+        print(chain(tf.constant(1.0)).numpy(), guarded(tf.constant(1.0)).numpy())
     """
 )
+STOP_NODE = re.compile(r'node \{\n  name: "([^"]*(?:StopGradient|PreventGradient)[^"]*)"\n  op: "([^"]+)"')
 
 
-def count_plugin_nodes(path):
-    text = path.read_text()
-    return text.count(f'op: "{tf_stopgrad.STOP_GRADIENT_OP}"') + text.count(
-        f'op: "{tf_stopgrad.PREVENT_GRADIENT_OP}"'
-    )
+def stop_nodes(path):
+    """{name: op type} of the graph dump's nodes named like the stop-gradient ops."""
+    return dict(STOP_NODE.findall(path.read_text()))
 
 
-def dumped_graph(dump_dir, function, stage):
-    (path,) = [p for p in dump_dir.iterdir() if p.name.startswith(function) and stage in p.name]
-    return path
+def dumps(dump_dir, function, stage):
+    """The two dumps of ``function`` at ``stage``: ours (traced first), then the built-in's."""
+    paths = [p for p in dump_dir.iterdir() if p.name.startswith(function) and stage in p.name]
+    return sorted(paths, key=lambda p: int(re.search(r"_(\d+)\.", p.name).group(1)))
 
 
-def test_function_graphs_run_without_the_plugin_nodes(tmp_path):
+def test_function_graphs_keep_exactly_the_nodes_the_builtin_keeps(tmp_path):
     dump_dir = tmp_path / "graphs"
     dump_dir.mkdir()
-    env = dict(
-        os.environ,
-        TF_CPP_MIN_LOG_LEVEL="2",
-        TF_DUMP_GRAPH_PREFIX=str(dump_dir),
-        TF_DUMP_GRAPH_NAME_FILTER="*",
-    )
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_DUMP_GRAPH_PREFIX=str(dump_dir),
+               TF_DUMP_GRAPH_NAME_FILTER="*")  # fmt: skip
     result = subprocess.run(
         [sys.executable, "-c", DUMP_SCRIPT],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["8.0", "1.0"]
+    assert result.stdout.split() == ["8.0", "1.0"] * 2
 
-    chain_before = dumped_graph(dump_dir, "__inference_chain", "before_pre_placement_passes")
-    chain_after = dumped_graph(dump_dir, "__inference_chain", "before_partition.")
-    assert count_plugin_nodes(chain_before) == 4
-    assert count_plugin_nodes(chain_after) == 0
-    # A node with a control input is kept, so the assertion still runs before it.
-    guarded_after = dumped_graph(dump_dir, "__inference_guarded", "before_partition.")
-    assert count_plugin_nodes(guarded_after) == 1
+    ours_traced, _ = dumps(dump_dir, "__inference_chain", "before_pre_placement_passes")
+    assert set(stop_nodes(ours_traced).values()) == {
+        tf_stopgrad.STOP_GRADIENT_OP, tf_stopgrad.PREVENT_GRADIENT_OP}  # fmt: skip
+    for function in ("__inference_chain", "__inference_guarded"):
+        ours_run, builtin_run = dumps(dump_dir, function, "before_partition.")
+        assert stop_nodes(ours_run) == stop_nodes(builtin_run), function
+    # Grappler prunes them all here, the one with a control input too (it moves the edge).
+    for function in ("__inference_chain", "__inference_guarded"):
+        assert stop_nodes(dumps(dump_dir, function, "before_partition.")[0]) == {}
 
 
 @pytest.mark.parametrize("pair", sorted(PAIRS))
