@@ -33,10 +33,6 @@ class Timing:
         return statistics.median(self.samples_us)
 
     @property
-    def worst_us(self) -> float:
-        return max(self.samples_us)
-
-    @property
     def spread(self) -> float:
         """How far the median sample sits above the best one, as a fraction (0.05 is 5 %)."""
         return self.median_us / self.best_us - 1.0

@@ -202,11 +202,6 @@ class EMFigures:
     relative_difference: float
 
     @property
-    def final_log_likelihood(self) -> float:
-        """Average log-likelihood of the fitted mixture."""
-        return self.log_likelihoods[-1]
-
-    @property
     def iterations(self) -> int:
         """Number of M-steps taken."""
         return len(self.log_likelihoods) - 1

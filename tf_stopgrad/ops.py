@@ -27,7 +27,7 @@ _ACCEPTED = (
 )
 
 
-def stop_gradient(input: TensorInput, name: str | None = None) -> TensorOutput:  # noqa: A002
+def stop_gradient(input: TensorInput, name: str | None = None) -> TensorOutput:
     """Returns ``input`` unchanged, and treats it as a constant when gradients are computed.
 
     Going forward the op is an identity: the result shares the input's buffer, whatever
@@ -87,7 +87,7 @@ def stop_gradient(input: TensorInput, name: str | None = None) -> TensorOutput: 
 
 
 def prevent_gradient(
-    input: TensorInput,  # noqa: A002
+    input: TensorInput,
     message: str = "",
     name: str | None = None,
 ) -> TensorOutput:
@@ -159,7 +159,7 @@ def emit_builtin_ops(requested: bool) -> bool:
     return previous
 
 
-def _emits_builtin_op(input: Any) -> bool:  # noqa: A002
+def _emits_builtin_op(input: Any) -> bool:
     """Whether to emit TensorFlow's built-in op instead of ours: while exporting, or for
     DTensor, which has no layout rules for plugin ops (see _dtensor.py). Composites are
     decided per component."""
@@ -183,7 +183,7 @@ def _is_composite(value: Any) -> bool:
 def _convert_errors(
     op_wrapper,
     api_name: str,
-    input: Any,  # noqa: A002
+    input: Any,
     name: str | None,
     default_name: str,
     **attrs: Any,
