@@ -15,7 +15,7 @@ from typing import Any
 import tensorflow as tf
 
 from . import _compat
-from .ops import prevent_gradient, stop_gradient
+from .ops import _checked_message, prevent_gradient, stop_gradient
 
 _keras = _compat.keras_package()
 _Layer: Any = _keras.layers.Layer  # Keras 2 or 3, known only at run time.
@@ -63,20 +63,17 @@ class PreventGradient(_Layer):
 
     Args:
       message: Why the gradient is disabled; included in the error. Saved in the config.
+        Accepted as by ``tf_stopgrad.prevent_gradient``: text, or ``None`` for none.
       **kwargs: Standard layer arguments such as ``name``.
 
     Raises:
-      TypeError: ``message`` is not a string.
+      TypeError: ``message`` is neither text nor ``None``.
     """
 
-    def __init__(self, message: str = "", **kwargs: Any) -> None:
-        if not isinstance(message, str):
-            raise TypeError(
-                f"PreventGradient: message must be a str, got {type(message).__name__} "
-                f"({message!r})."
-            )
+    def __init__(self, message: str | bytes | None = "", **kwargs: Any) -> None:
+        checked = _checked_message(message)  # before Keras sets anything up
         super().__init__(**kwargs)
-        self.message = message
+        self.message = checked
         self.supports_masking = True
 
     def call(self, inputs: Any) -> Any:
