@@ -34,13 +34,19 @@ class StopGradient(_Layer):
     Everything that produced the layer's inputs gets no gradient from its outputs, as with
     ``tf.stop_gradient``: use it to freeze a branch of a model inside a larger graph.
 
-    Example:
+    Example: training never updates the first ``Dense``, which gets no gradient.
+
       >>> import keras
+      >>> import tensorflow as tf
       >>> import tf_stopgrad.keras
       >>> inputs = keras.Input((4,))
       >>> features = keras.layers.Dense(8)(inputs)
       >>> outputs = keras.layers.Dense(1)(tf_stopgrad.keras.StopGradient()(features))
-      >>> model = keras.Model(inputs, outputs)  # training never updates the first Dense
+      >>> model = keras.Model(inputs, outputs)
+      >>> with tf.GradientTape() as tape:
+      ...     loss = tf.reduce_sum(model(tf.ones((2, 4))))
+      >>> [gradient is None for gradient in tape.gradient(loss, model.trainable_variables)]
+      [True, True, False, False]
 
     Args:
       **kwargs: Standard layer arguments such as ``name``.
