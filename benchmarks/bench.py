@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 import tensorflow as tf
 from tf_stopgrad.benchmarks import cases, report, tape_memory
 from tf_stopgrad.benchmarks.report import Row
-from tf_stopgrad.benchmarks.timing import Progress, time_interleaved
+from tf_stopgrad.benchmarks.timing import time_interleaved
+from tf_stopgrad.examples._cli import Progress
 
 import tf_stopgrad
-from tf_stopgrad import _compat, _progress
+from tf_stopgrad import _compat
 
 FULL_ROUNDS = 120
 QUICK_ROUNDS = 2
@@ -25,7 +27,9 @@ _MIB = float(1 << 20)
 
 
 def run(
-    quick: bool = False, progress: Progress | None = None, rounds: int | None = None
+    quick: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    rounds: int | None = None,
 ) -> list[Row]:
     """Measure every case and return one row per case, timed cases first.
 
@@ -111,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rounds must be at least 1")
 
     header = report.machine_description()
-    progress = _progress.Progress("bench: sample")
+    progress = Progress("bench: sample")
     rows = run(quick=args.quick, progress=progress, rounds=args.rounds)
     print("\n".join(header))
     print(f"Load average at end (1, 5, 15 min): {report.load_average()}")

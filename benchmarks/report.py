@@ -9,6 +9,7 @@ import os
 import platform
 
 import tensorflow as tf
+from tf_stopgrad.examples import _cli
 
 import tf_stopgrad
 
@@ -115,11 +116,7 @@ def notes(rows: list[Row]) -> str:
 
 def plot(rows: list[Row], path: str) -> None:
     """Save a horizontal bar chart of each case's ratio, with its target marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot
-
+    pyplot = _cli.pyplot()
     height = 0.4 * len(rows) + 1.5
     figure, axes = pyplot.subplots(figsize=(10, height))
     positions = range(len(rows))

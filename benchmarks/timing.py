@@ -14,9 +14,6 @@ import timeit
 from collections.abc import Mapping
 from typing import Callable
 
-Progress = Callable[[int, int], None]
-"""Called as ``progress(samples_done, samples_total)`` after every sample."""
-
 
 @dataclasses.dataclass(frozen=True)
 class Timing:
@@ -31,10 +28,6 @@ class Timing:
     @property
     def median_us(self) -> float:
         return statistics.median(self.samples_us)
-
-    @property
-    def worst_us(self) -> float:
-        return max(self.samples_us)
 
     @property
     def spread(self) -> float:
@@ -61,9 +54,14 @@ class TimedGroup:
 
 
 def time_interleaved(
-    groups: list[TimedGroup], rounds: int, progress: Progress | None = None
+    groups: list[TimedGroup],
+    rounds: int,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, dict[str, Timing]]:
     """Time every variant of every group once per round, after one untimed warm-up call each.
+
+    ``progress``, if given, is called as ``progress(samples_done, samples_total)`` after every
+    sample.
 
     Returns:
       ``{group name: {variant name: Timing}}``.

@@ -25,7 +25,6 @@ from sklearn.model_selection import train_test_split
 from tf_stopgrad.examples import _cli
 
 import tf_stopgrad
-from tf_stopgrad._progress import Progress
 
 StopGradientFn = Callable[[tf.Tensor], tf.Tensor]
 
@@ -184,7 +183,7 @@ def train(
             variable.assign_sub(learning_rate * gradient)
 
     kind = "normal" if epsilon is None else "adversarial"
-    with Progress(f"{kind} training epoch", epochs) as progress:
+    with _cli.Progress(f"{kind} training epoch", epochs) as progress:
         for epoch in range(1, epochs + 1):
             order = shuffler.permutation(len(labels))
             for start in range(0, len(order), batch_size):

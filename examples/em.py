@@ -29,7 +29,6 @@ from sklearn.mixture import GaussianMixture
 from tf_stopgrad.examples import _cli
 
 import tf_stopgrad
-from tf_stopgrad._progress import Progress
 
 StopGradientFn = Callable[[tf.Tensor], tf.Tensor]
 
@@ -181,7 +180,7 @@ def fit_em(
         return updated, average_log_likelihood(data, updated)
 
     history = [float(average_log_likelihood(data, params))]
-    with Progress("EM iteration", max_iter) as progress:
+    with _cli.Progress("EM iteration", max_iter) as progress:
         for iteration in range(1, max_iter + 1):
             params, log_likelihood = em_iteration(params)
             history.append(float(log_likelihood))
@@ -200,11 +199,6 @@ class EMFigures:
     sklearn_score: float
     sklearn_iterations: int
     relative_difference: float
-
-    @property
-    def final_log_likelihood(self) -> float:
-        """Average log-likelihood of the fitted mixture."""
-        return self.log_likelihoods[-1]
 
     @property
     def iterations(self) -> int:

@@ -28,7 +28,6 @@ from sklearn.model_selection import train_test_split
 from tf_stopgrad.examples import _cli
 
 import tf_stopgrad
-from tf_stopgrad._progress import Progress
 
 StopGradientFn = Callable[[tf.Tensor], tf.Tensor]
 
@@ -224,7 +223,7 @@ def train(
             variable.assign_sub(learning_rate * gradient)
 
     errors = [reconstruction_error(held_out, params)]
-    with Progress("RBM epoch", epochs) as progress:
+    with _cli.Progress("RBM epoch", epochs) as progress:
         for epoch in range(1, epochs + 1):
             order = shuffler.permutation(len(train_data))
             for start in range(0, len(order), batch_size):

@@ -1,4 +1,5 @@
-"""Helpers shared by the core tests: sample data per dtype, bitwise comparison, buffer address."""
+"""Helpers shared by the core tests: sample data per dtype, bitwise comparison, buffer address,
+the built-in PreventGradient as a function."""
 
 from __future__ import annotations
 
@@ -48,3 +49,8 @@ def as_bits(tensor: tf.Tensor) -> tuple:
 def buffer_address(tensor: tf.Tensor) -> int:
     """Address of the tensor's data (``.numpy()`` would copy; ``_numpy()`` does not)."""
     return tensor._numpy().__array_interface__["data"][0]
+
+
+def builtin_prevent_gradient(x, message="", name=None):
+    """The built-in PreventGradient, which TensorFlow exposes only as a raw op."""
+    return tf.raw_ops.PreventGradient(input=x, message=message, name=name)

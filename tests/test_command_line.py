@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tf_stopgrad._progress import LOG_LINES, Progress
+from tf_stopgrad.examples._cli import LOG_LINES, Progress
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # TensorFlow's C++ log lines: absl's format ("E0000 00:00:1795... 123 cuda_platform.cc:52]"),
@@ -96,3 +95,26 @@ def test_progress_in_a_terminal_that_stops_early_still_ends_its_line():
     with Progress("RBM epoch", 10, stream=terminal) as progress:
         progress(1)
     assert terminal.getvalue() == "\rRBM epoch 1/10\n"
+
+
+# Runs the command as `python -m tf_stopgrad` would, in a process where scikit-learn cannot be
+# imported, as if it were not installed.
+WITHOUT_SKLEARN = (
+    "import runpy, sys; sys.modules['sklearn'] = None; sys.argv[0] = 'tf_stopgrad'; "
+    "runpy.run_module('tf_stopgrad', run_name='__main__', alter_sys=True)"
+)
+
+
+@pytest.mark.parametrize("name", ["em", "rbm", "adversarial"])
+def test_demo_without_scikit_learn_says_how_to_install_it(name, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_SKLEARN, "demo", name, "--quick"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"python -m tf_stopgrad demo {name}: needs scikit-learn, which is not installed. "
+        f"Install the examples' requirements: pip install \"tf_stopgrad[examples]\" "
+        f"(from a source checkout: pip install \".[examples]\")"
+    )
+    assert "Traceback" not in result.stderr

@@ -13,7 +13,6 @@ import pytest
 import tensorflow as tf
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.mixture import GaussianMixture
 from tf_stopgrad.examples import EXAMPLES, adversarial, em, rbm, softmax
 
 import tf_stopgrad
@@ -92,26 +91,12 @@ def reference_total_log_likelihood(data, weights, means, variances):
     return tf.reduce_sum(tf.reduce_logsumexp(tf.math.log(weights) + log_normal, axis=-1))
 
 
-def sklearn_fit(data, init, max_iter, tol):
-    return GaussianMixture(
-        n_components=len(init.weights),
-        covariance_type="diag",
-        reg_covar=0.0,
-        tol=tol,
-        max_iter=max_iter,
-        weights_init=init.weights.numpy(),
-        means_init=init.means.numpy(),
-        precisions_init=1.0 / init.variances.numpy(),
-        random_state=0,
-    ).fit(data)
-
-
 def test_em_is_monotone_and_matches_sklearn():
     settings = em.QUICK_SETTINGS
     data = em.make_data(settings["num_points"], seed=1)
     init = em.initial_params(data, num_components=3, seed=1)
     fitted, history = em.fit_em(tf.constant(data), init, settings["max_iter"], settings["tol"])
-    reference = sklearn_fit(data, init, settings["max_iter"], settings["tol"])
+    reference = em.sklearn_reference(data, init, settings["max_iter"], settings["tol"])
 
     history = np.array(history)
     assert len(history) > 5  # EM actually iterated.
@@ -127,7 +112,7 @@ def test_em_iterations_equal_sklearn_iterations():
     iterations = 5  # Far from converged, so every step has to agree.
     fitted, _ = em.fit_em(tf.constant(data), init, iterations, tol=0.0)
     with pytest.warns(ConvergenceWarning):
-        reference = sklearn_fit(data, init, iterations, tol=0.0)
+        reference = em.sklearn_reference(data, init, iterations, tol=0.0)
     np.testing.assert_allclose(fitted.weights.numpy(), reference.weights_, rtol=1e-9)
     np.testing.assert_allclose(fitted.means.numpy(), reference.means_, rtol=1e-9)
     np.testing.assert_allclose(fitted.variances.numpy(), reference.covariances_, rtol=1e-9)

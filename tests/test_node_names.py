@@ -6,14 +6,11 @@ by default name (``StopGradient:0``, ``scope/StopGradient_1:0``) must find ours 
 
 import pytest
 import tensorflow as tf
+from support import builtin_prevent_gradient
 
 import tf_stopgrad
 
 pytestmark = pytest.mark.core
-
-
-def builtin_prevent_gradient(x, message="", name=None):
-    return tf.raw_ops.PreventGradient(input=x, message=message, name=name)
 
 
 OURS = {"stop": tf_stopgrad.stop_gradient, "prevent": tf_stopgrad.prevent_gradient}

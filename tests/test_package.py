@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 from packaging.requirements import Requirement
+from tensorflow.core.protobuf import saved_model_pb2
 
 import tf_stopgrad
-from tf_stopgrad import _loader, ops
+from tf_stopgrad import _loader
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "build_backend"))
 import supported_tensorflow  # noqa: E402
@@ -118,10 +119,12 @@ def test_build_command_without_a_source_directory_says_where_to_get_one(tmp_path
     assert "source checkout" in command
 
 
-@pytest.mark.parametrize("module", [ops], ids=lambda m: m.__name__)
-def test_docstring_examples_run(module):
+@pytest.mark.parametrize("module_name", ["tf_stopgrad.ops", "tf_stopgrad.keras"])
+def test_docstring_examples_run(module_name):
+    module = importlib.import_module(module_name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False)
-    assert result.attempted > 0 and result.failed == 0
+    assert result.attempted > 0
+    assert result.failed == 0
 
 
 def test_public_api():
@@ -160,4 +163,35 @@ def test_main_job_help_describes_every_subcommand(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0
-    assert "demo" in result.stdout and "bench" in result.stdout
+    for subcommand in ("demo", "bench", "export"):
+        assert subcommand in result.stdout
+
+
+def test_export_subcommand_writes_a_saved_model_of_builtin_ops_that_loads(tmp_path):
+    source, exported = tmp_path / "source", tmp_path / "exported"
+    module = tf.Module()
+    module.double_stopped = tf.function(
+        lambda x: 2.0 * tf_stopgrad.stop_gradient(x),
+        input_signature=[tf.TensorSpec([None], tf.float32)],
+    )
+    tf.saved_model.save(module, str(source))
+
+    result = subprocess.run(
+        [sys.executable, "-m", "tf_stopgrad", "export", str(source), str(exported)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith(f"Rewrote 1 tf_stopgrad node(s) of {source} to TensorFlow's")
+    assert op_types_in_saved_model(exported) >= {"StopGradient"}
+    assert not {op for op in op_types_in_saved_model(exported) if op.startswith("TfStopgrad>")}
+    loaded = tf.saved_model.load(str(exported))
+    assert loaded.double_stopped(tf.constant([1.0, -2.0])).numpy().tolist() == [2.0, -4.0]
+
+
+def op_types_in_saved_model(directory: Path) -> set[str]:
+    saved_model = saved_model_pb2.SavedModel()
+    saved_model.ParseFromString((directory / "saved_model.pb").read_bytes())
+    graph = saved_model.meta_graphs[0].graph_def
+    nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
+    return {node.op for node in nodes}

@@ -11,6 +11,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from support import builtin_prevent_gradient
 from workers.launch import WorkerFailed, run_worker
 
 import tf_stopgrad
@@ -20,10 +21,6 @@ LOAD_TIMEOUT_S = 120
 MESSAGE = "sampled, not learned"
 INPUT_SPEC = tf.TensorSpec([None, 3], tf.float32)
 INPUTS = [[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]]
-
-
-def builtin_prevent_gradient(x, message):
-    return tf.raw_ops.PreventGradient(input=x, message=message)
 
 
 class GradientMasking(tf.Module):

@@ -90,7 +90,7 @@ def test_eight_threads_get_bit_identical_outputs_and_no_errors(inputs, frequent_
             mode = MODES[(thread + i) % len(MODES)]
             try:
                 check_one_call(mode, x, expected, shared_function)
-            except BaseException as error:  # noqa: BLE001 - every failure is reported below
+            except BaseException as error:  # Every failure is reported below.
                 failures.append(
                     f"thread {thread}, call {i}, {mode}, {x.dtype.name} "
                     f"{tuple(x.shape)}: {type(error).__name__}: {error}"

@@ -1,10 +1,12 @@
 """vectorized_map and jacobians (pfor) vectorize our ops, with the built-in's results."""
 
+import functools
 import logging
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from support import builtin_prevent_gradient
 
 import tf_stopgrad
 
@@ -13,17 +15,13 @@ LOOP_OPS = {"While", "StatelessWhile"}
 MESSAGE = "sampled, not learned"
 
 
-def builtin_prevent_gradient(x):
-    return tf.raw_ops.PreventGradient(input=x, message=MESSAGE)
-
-
-def ours_prevent_gradient(x):
-    return tf_stopgrad.prevent_gradient(x, message=MESSAGE)
+ours_prevent = functools.partial(tf_stopgrad.prevent_gradient, message=MESSAGE)
+builtin_prevent = functools.partial(builtin_prevent_gradient, message=MESSAGE)
 
 
 OP_PAIRS = {
     "stop_gradient": (tf_stopgrad.stop_gradient, tf.stop_gradient),
-    "prevent_gradient": (ours_prevent_gradient, builtin_prevent_gradient),
+    "prevent_gradient": (ours_prevent, builtin_prevent),
 }
 
 
@@ -129,20 +127,18 @@ def test_traced_vectorized_map_contains_our_op_and_no_loop(op_name, tf_log):
 def test_checks_detect_a_while_loop_fallback(tf_log):
     # Control for the checks above: TensorFlow has no pfor converter for its own
     # PreventGradient (ours has one), so vectorizing it falls back to a while_loop.
-    vectorized = tf.function(
-        lambda x: tf.vectorized_map(stopped_product(builtin_prevent_gradient), x)
-    )
+    vectorized = tf.function(lambda x: tf.vectorized_map(stopped_product(builtin_prevent), x))
 
     op_types = graph_op_types(vectorized.get_concrete_function(batch()))
 
     assert not op_types.isdisjoint(LOOP_OPS)
     assert fallbacks(tf_log)
     with pytest.raises(ValueError, match="No pfor vectorization defined for PreventGradient"):
-        tf.vectorized_map(builtin_prevent_gradient, batch(), fallback_to_while_loop=False)
+        tf.vectorized_map(builtin_prevent, batch(), fallback_to_while_loop=False)
 
 
 def test_vectorized_prevent_gradient_keeps_its_message():
-    vectorized = tf.function(lambda x: tf.vectorized_map(ours_prevent_gradient, x))
+    vectorized = tf.function(lambda x: tf.vectorized_map(ours_prevent, x))
     graph = vectorized.get_concrete_function(batch()).graph
 
     prevents = [op for op in graph.get_operations() if op.type == tf_stopgrad.PREVENT_GRADIENT_OP]
@@ -154,7 +150,7 @@ def test_vectorized_prevent_gradient_keeps_its_message():
 
 @pytest.mark.parametrize("op_name", ["ours", "builtin"])
 def test_gradient_through_vectorized_prevent_gradient_is_refused(op_name):
-    prevent = {"ours": ours_prevent_gradient, "builtin": builtin_prevent_gradient}[op_name]
+    prevent = {"ours": ours_prevent, "builtin": builtin_prevent}[op_name]
     x = batch()
 
     # vectorized_map runs a tf.function, which builds its gradient as soon as it is called

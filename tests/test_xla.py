@@ -1,5 +1,6 @@
 """XLA: jit-compiled results, gradients, HLO and kernel registrations match the built-in ops."""
 
+import functools
 import json
 import os
 import re
@@ -10,6 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 import tensorflow as tf
+from support import builtin_prevent_gradient
 from tensorflow.python.framework import kernels
 
 import tf_stopgrad
@@ -19,18 +21,14 @@ pytestmark = pytest.mark.core
 MESSAGE = "sampled, not learned"
 
 
-def builtin_prevent_gradient(x, message=MESSAGE):
-    return tf.raw_ops.PreventGradient(input=x, message=message)
-
-
-def ours_prevent_gradient(x, message=MESSAGE):
-    return tf_stopgrad.prevent_gradient(x, message=message)
+ours_prevent = functools.partial(tf_stopgrad.prevent_gradient, message=MESSAGE)
+builtin_prevent = functools.partial(builtin_prevent_gradient, message=MESSAGE)
 
 
 # (ours, built-in) pairs of forward-identity ops.
 OP_PAIRS = {
     "stop_gradient": (tf_stopgrad.stop_gradient, tf.stop_gradient),
-    "prevent_gradient": (ours_prevent_gradient, builtin_prevent_gradient),
+    "prevent_gradient": (ours_prevent, builtin_prevent),
 }
 
 # Values meant to catch any conversion or rounding: signed zeros, infinities, NaN, extremes.
@@ -146,7 +144,7 @@ def test_jit_gradient_of_stopped_product_is_the_weighted_input():
 
 @pytest.mark.parametrize(
     ("prevent", "error_match"),
-    [(ours_prevent_gradient, MESSAGE), (builtin_prevent_gradient, MESSAGE)],
+    [(ours_prevent, MESSAGE), (builtin_prevent, MESSAGE)],
     ids=["ours", "builtin"],
 )
 def test_jit_gradient_through_prevent_gradient_is_refused(prevent, error_match):
@@ -190,8 +188,8 @@ def model(op):
         (tf_stopgrad.stop_gradient, tf.stop_gradient),
         # No gradient flows into these, so PreventGradient's refusal is never triggered.
         (
-            lambda v: tf.stop_gradient(ours_prevent_gradient(v)),
-            lambda v: tf.stop_gradient(builtin_prevent_gradient(v)),
+            lambda v: tf.stop_gradient(ours_prevent(v)),
+            lambda v: tf.stop_gradient(builtin_prevent(v)),
         ),
     ],
     ids=["stop_gradient", "prevent_gradient"],

@@ -142,13 +142,33 @@ def _with_plot_suffix(argv: list[str], suffix: str) -> list[str]:
     return renamed
 
 
+# What the `examples` extra installs, by the name it is imported as.
+EXAMPLES_EXTRA = {"sklearn": "scikit-learn", "matplotlib": "matplotlib"}
+
+
+def _run_demo(name: str, argv: list[str]) -> int:
+    try:
+        return _demo_module(name).main(argv)
+    except ModuleNotFoundError as error:
+        missing = (error.name or "").partition(".")[0]
+        if missing not in EXAMPLES_EXTRA:
+            raise
+        print(
+            f"python -m tf_stopgrad demo {name}: needs {EXAMPLES_EXTRA[missing]}, which is not "
+            f'installed. Install the examples\' requirements: pip install "tf_stopgrad[examples]" '
+            f'(from a source checkout: pip install ".[examples]")',
+            file=sys.stderr,
+        )
+        return 1
+
+
 def demo(name: str, rest: list[str]) -> int:
     if name != "all":
-        return _demo_module(name).main(rest)
+        return _run_demo(name, rest)
     statuses = []
     for demo_name in EXAMPLES:
         print(f"== {demo_name} ==")
-        statuses.append(_demo_module(demo_name).main(_with_plot_suffix(rest, demo_name)))
+        statuses.append(_run_demo(demo_name, _with_plot_suffix(rest, demo_name)))
     return max(statuses)
 
 

@@ -11,6 +11,7 @@ from tensorflow.dtensor.python import api as _dtensor_api
 from tensorflow.python import pywrap_tfe
 from tensorflow.python.eager import context as _context
 from tensorflow.python.eager import core as _core
+from tensorflow.python.eager import record as _record
 from tensorflow.python.framework import composite_tensor as _composite_tensor
 from tensorflow.python.framework import op_def_registry as _op_def_registry
 from tensorflow.python.framework import ops as _ops
@@ -18,10 +19,7 @@ from tensorflow.python.ops.parallel_for import pfor as _pfor
 from tensorflow.python.saved_model import fingerprinting_utils as _fingerprinting_utils
 from tensorflow.python.util import _pywrap_utils
 
-try:  # TF >= 2.13 moved the tape controls out of tape.py.
-    from tensorflow.python.eager.record import stop_recording
-except ImportError:  # pragma: no cover - older TensorFlow
-    from tensorflow.python.eager.tape import stop_recording  # noqa: F401
+stop_recording = _record.stop_recording
 
 EagerTensor = _ops.EagerTensor
 CompositeTensor = _composite_tensor.CompositeTensor

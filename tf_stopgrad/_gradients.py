@@ -8,7 +8,7 @@ import contextlib
 
 import tensorflow as tf
 
-from .ops import PREVENT_GRADIENT_OP, STOP_GRADIENT_OP
+from .ops import PREVENT_GRADIENT_OP, STOP_GRADIENT_OP, _message_of
 
 
 def _stop_gradient_grad(op, grad):
@@ -16,9 +16,7 @@ def _stop_gradient_grad(op, grad):
 
 
 def _prevent_gradient_grad(op, grad):
-    message = op.get_attr("message")
-    if isinstance(message, bytes):
-        message = message.decode("utf-8", "replace")
+    message = _message_of(op)
     where = f"op {PREVENT_GRADIENT_OP}"
     node = getattr(op, "name", None)  # Eager tapes pass a stand-in op without a name.
     if node:

@@ -5,7 +5,13 @@ identities, so the vectorized op is the same op applied to the stacked input.
 """
 
 from . import _compat
-from .ops import PREVENT_GRADIENT_OP, STOP_GRADIENT_OP, prevent_gradient, stop_gradient
+from .ops import (
+    PREVENT_GRADIENT_OP,
+    STOP_GRADIENT_OP,
+    _message_of,
+    prevent_gradient,
+    stop_gradient,
+)
 
 
 def _convert_stop_gradient(pfor_input):
@@ -13,12 +19,8 @@ def _convert_stop_gradient(pfor_input):
 
 
 def _convert_prevent_gradient(pfor_input):
-    message = pfor_input.get_attr("message")
-    if isinstance(message, bytes):
-        message = message.decode("utf-8", "replace")
-    return _compat.wrap_pfor_output(
-        prevent_gradient(pfor_input.stacked_input(0), message=message), True
-    )
+    stacked = pfor_input.stacked_input(0)
+    return _compat.wrap_pfor_output(prevent_gradient(stacked, _message_of(pfor_input)), True)
 
 
 def register() -> None:

@@ -141,11 +141,11 @@ def builtin_ops() -> Iterator[None]:
     ``PreventGradient`` refuses. Contexts nest. The setting is process-wide, not per thread,
     while the context is active: don't trace plugin code in other threads meanwhile.
     """
-    previous = ops.emit_builtin_ops(True)
+    previous = ops._emit_builtin_ops(True)
     try:
         yield
     finally:
-        ops.emit_builtin_ops(previous)
+        ops._emit_builtin_ops(previous)
 
 
 def _all_nodes(graph_def: graph_pb2.GraphDef) -> Iterable[node_def_pb2.NodeDef]:

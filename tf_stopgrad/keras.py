@@ -15,7 +15,7 @@ from typing import Any
 import tensorflow as tf
 
 from . import _compat
-from .ops import prevent_gradient, stop_gradient
+from .ops import _checked_message, prevent_gradient, stop_gradient
 
 _keras = _compat.keras_package()
 _Layer: Any = _keras.layers.Layer  # Keras 2 or 3, known only at run time.
@@ -34,13 +34,19 @@ class StopGradient(_Layer):
     Everything that produced the layer's inputs gets no gradient from its outputs, as with
     ``tf.stop_gradient``: use it to freeze a branch of a model inside a larger graph.
 
-    Example:
+    Example: training never updates the first ``Dense``, which gets no gradient.
+
       >>> import keras
+      >>> import tensorflow as tf
       >>> import tf_stopgrad.keras
       >>> inputs = keras.Input((4,))
       >>> features = keras.layers.Dense(8)(inputs)
       >>> outputs = keras.layers.Dense(1)(tf_stopgrad.keras.StopGradient()(features))
-      >>> model = keras.Model(inputs, outputs)  # training never updates the first Dense
+      >>> model = keras.Model(inputs, outputs)
+      >>> with tf.GradientTape() as tape:
+      ...     loss = tf.reduce_sum(model(tf.ones((2, 4))))
+      >>> [gradient is None for gradient in tape.gradient(loss, model.trainable_variables)]
+      [True, True, False, False]
 
     Args:
       **kwargs: Standard layer arguments such as ``name``.
@@ -63,20 +69,17 @@ class PreventGradient(_Layer):
 
     Args:
       message: Why the gradient is disabled; included in the error. Saved in the config.
+        Accepted as by ``tf_stopgrad.prevent_gradient``: text, or ``None`` for none.
       **kwargs: Standard layer arguments such as ``name``.
 
     Raises:
-      TypeError: ``message`` is not a string.
+      TypeError: ``message`` is neither text nor ``None``.
     """
 
-    def __init__(self, message: str = "", **kwargs: Any) -> None:
-        if not isinstance(message, str):
-            raise TypeError(
-                f"PreventGradient: message must be a str, got {type(message).__name__} "
-                f"({message!r})."
-            )
+    def __init__(self, message: str | bytes | None = "", **kwargs: Any) -> None:
+        checked = _checked_message(message)  # before Keras sets anything up
         super().__init__(**kwargs)
-        self.message = message
+        self.message = checked
         self.supports_masking = True
 
     def call(self, inputs: Any) -> Any:

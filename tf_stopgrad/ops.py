@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Union
+import contextlib
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import Any, Callable, Union
 
 import numpy as np
 import tensorflow as tf
@@ -27,7 +29,7 @@ _ACCEPTED = (
 )
 
 
-def stop_gradient(input: TensorInput, name: str | None = None) -> TensorOutput:  # noqa: A002
+def stop_gradient(input: TensorInput, name: str | None = None) -> TensorOutput:
     """Returns ``input`` unchanged, and treats it as a constant when gradients are computed.
 
     Going forward the op is an identity: the result shares the input's buffer, whatever
@@ -69,26 +71,12 @@ def stop_gradient(input: TensorInput, name: str | None = None) -> TensorOutput: 
     Raises:
       TypeError, ValueError: ``input`` cannot be converted to a tensor.
     """
-    if _emits_builtin_op(input):
-        return tf.stop_gradient(input, name=name)
-    if type(input) is _compat.EagerTensor and _compat.executing_eagerly():
-        if _compat.no_tape_can_record():
-            return _execute_eagerly(STOP_GRADIENT_OP, input)
-        # Like the built-in, keep active tapes from recording the op: a tape that saw it
-        # would hold on to the output for a gradient that is always None.
-        with _compat.stop_recording():
-            return _execute_eagerly(STOP_GRADIENT_OP, input)
-    if _is_composite(input):
-        return tf.nest.map_structure(stop_gradient, input, expand_composites=True)
-    with _compat.stop_recording():
-        return _convert_errors(
-            _generated.tf_stopgrad_stop_gradient, "stop_gradient", input, name, "StopGradient"
-        )
+    return _apply(_STOP, input, name)
 
 
 def prevent_gradient(
-    input: TensorInput,  # noqa: A002
-    message: str = "",
+    input: TensorInput,
+    message: str | bytes | None = "",
     name: str | None = None,
 ) -> TensorOutput:
     """Returns ``input`` unchanged, and makes differentiating through it an error.
@@ -122,36 +110,13 @@ def prevent_gradient(
       TypeError: ``message`` is not a string, or ``input`` cannot be converted to a tensor.
       ValueError: ``input`` cannot be converted to a tensor.
     """
-    if message is None:  # As tf.raw_ops.PreventGradient treats it.
-        message = ""
-    if not isinstance(message, (str, bytes)):
-        raise TypeError(
-            f"tf_stopgrad.prevent_gradient: message must be a str, got "
-            f"{type(message).__name__} ({message!r}). Pass the reason as text, e.g. "
-            f"message='sampled value'."
-        )
-    if _emits_builtin_op(input):
-        return tf.raw_ops.PreventGradient(input=input, message=message, name=name)
-    if type(input) is _compat.EagerTensor and _compat.executing_eagerly():
-        return _execute_eagerly(PREVENT_GRADIENT_OP, input, "message", message)
-    if _is_composite(input):
-        return tf.nest.map_structure(
-            lambda component: prevent_gradient(component, message), input, expand_composites=True
-        )
-    return _convert_errors(
-        _generated.tf_stopgrad_prevent_gradient,
-        "prevent_gradient",
-        input,
-        name,
-        "PreventGradient",
-        message=message,
-    )
+    return _apply(_PREVENT, input, name, "message", _checked_message(message))
 
 
 _builtin_ops_requested = False
 
 
-def emit_builtin_ops(requested: bool) -> bool:
+def _emit_builtin_ops(requested: bool) -> bool:
     """Make both functions emit the built-in ops, or not (see
     ``tf_stopgrad.export.builtin_ops``); returns the previous setting, to restore."""
     global _builtin_ops_requested
@@ -159,7 +124,87 @@ def emit_builtin_ops(requested: bool) -> bool:
     return previous
 
 
-def _emits_builtin_op(input: Any) -> bool:  # noqa: A002
+def _checked_message(message: Any) -> str | bytes:
+    """The one rule for a PreventGradient message, for the function and the Keras layer alike:
+    text (``str`` or ``bytes``), or ``None`` for none, as ``tf.raw_ops.PreventGradient`` takes it.
+    """
+    if message is None:
+        return ""
+    if not isinstance(message, (str, bytes)):
+        raise TypeError(
+            f"PreventGradient's message must be a str, got {type(message).__name__} "
+            f"({message!r}). Pass the reason as text, e.g. message='sampled value'."
+        )
+    return message
+
+
+def _message_of(node: Any) -> str:
+    """The message of a PreventGradient node (an op, or pfor's view of one), as text."""
+    message = node.get_attr("message")
+    return message.decode("utf-8", "replace") if isinstance(message, bytes) else message
+
+
+@dataclasses.dataclass(frozen=True)
+class _Op:
+    """What tells the two ops apart; everything else about running them is shared."""
+
+    op_type: str
+    builtin: Callable[..., Any]  # tf.raw_ops' function of the built-in op
+    generated: Callable[..., Any]  # the op library's wrapper, for graphs
+    api_name: str
+    default_node_name: str  # the built-in's, so code that finds tensors by name works unchanged
+    # PreventGradient must be seen by tapes to refuse the gradient; StopGradient's gradient is
+    # always None, and like the built-in it keeps tapes from holding on to its output.
+    tapes_record_it: bool
+
+
+_STOP = _Op(
+    STOP_GRADIENT_OP,
+    tf.raw_ops.StopGradient,
+    _generated.tf_stopgrad_stop_gradient,
+    "stop_gradient",
+    "StopGradient",
+    tapes_record_it=False,
+)
+_PREVENT = _Op(
+    PREVENT_GRADIENT_OP,
+    tf.raw_ops.PreventGradient,
+    _generated.tf_stopgrad_prevent_gradient,
+    "prevent_gradient",
+    "PreventGradient",
+    tapes_record_it=True,
+)
+
+
+def _apply(op: _Op, input: Any, name: str | None, *attrs: Any) -> Any:
+    """Run ``op`` on ``input``; ``attrs`` are the op's attributes as name, value, name, ..."""
+    if _emits_builtin_op(input):
+        return op.builtin(input=input, name=name, **_as_keywords(attrs))
+    if type(input) is _compat.EagerTensor and _compat.executing_eagerly():
+        if op.tapes_record_it or _compat.no_tape_can_record():
+            return _execute_eagerly(op.op_type, input, *attrs)
+        with _compat.stop_recording():
+            return _execute_eagerly(op.op_type, input, *attrs)
+    if _is_composite(input):
+        return tf.nest.map_structure(
+            lambda component: _apply(op, component, None, *attrs), input, expand_composites=True
+        )
+    with _tapes_paused_for(op), _conversion_errors_explained(op.api_name, input):
+        node_name = op.default_node_name if name is None else name
+        return op.generated(input, name=node_name, **_as_keywords(attrs))
+
+
+def _as_keywords(attrs: tuple[Any, ...]) -> dict[str, Any]:
+    return dict(zip(attrs[::2], attrs[1::2]))
+
+
+def _tapes_paused_for(op: _Op) -> contextlib.AbstractContextManager[Any]:
+    if op.tapes_record_it or _compat.no_tape_can_record():
+        return contextlib.nullcontext()
+    return _compat.stop_recording()
+
+
+def _emits_builtin_op(input: Any) -> bool:
     """Whether to emit TensorFlow's built-in op instead of ours: while exporting, or for
     DTensor, which has no layout rules for plugin ops (see _dtensor.py). Composites are
     decided per component."""
@@ -180,21 +225,12 @@ def _is_composite(value: Any) -> bool:
     return isinstance(value, _compat.CompositeTensor) and not _compat.is_resource_variable(value)
 
 
-def _convert_errors(
-    op_wrapper,
-    api_name: str,
-    input: Any,  # noqa: A002
-    name: str | None,
-    default_name: str,
-    **attrs: Any,
-):
-    """Call a generated op wrapper; explain conversion failures in the same exception type.
-
-    Graph nodes get the built-in op's default name (``StopGradient``, ``StopGradient_1``, ...)
-    rather than the namespaced op type, so code that finds tensors by name works unchanged.
-    """
+@contextlib.contextmanager
+def _conversion_errors_explained(api_name: str, input: Any) -> Iterator[None]:
+    """Re-raise a failure to convert ``input`` to a tensor as the same exception type, with
+    what the function accepts."""
     try:
-        return op_wrapper(input, name=default_name if name is None else name, **attrs)
+        yield
     except (TypeError, ValueError) as error:
         if type(error) not in (TypeError, ValueError):
             raise

@@ -45,7 +45,7 @@ def describe(tensor: tf.Tensor) -> dict:
 def outcome(compute) -> dict:
     try:
         return describe(compute())
-    except Exception as error:  # noqa: BLE001 - every failure is a result to report
+    except Exception as error:  # Every failure is a result to report.
         return {"error": type(error).__name__, "message": str(error)}
 
 

@@ -23,7 +23,7 @@ def gradient_error(function, x: tf.Tensor) -> dict:
             tape.watch(x)
             y = function(x)
         tape.gradient(y, x)
-    except Exception as error:  # noqa: BLE001  (the test checks which type it is)
+    except Exception as error:  # The test checks which type it is.
         return {"type": type(error).__name__, "message": str(error)}
     return {"type": None, "message": ""}
 

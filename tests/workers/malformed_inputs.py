@@ -106,7 +106,7 @@ def outcome(call):
     """What ``call`` did: the exception type it raised, or what it returned, exactly."""
     try:
         result = call()
-    except Exception as error:  # noqa: BLE001 - the type is the outcome
+    except Exception as error:  # The type is the outcome.
         return {"raised": type(error).__name__}
     components = tf.nest.flatten(result, expand_composites=True)
     return {"returned": type(result).__name__, "components": list(map(component_bits, components))}
