@@ -53,7 +53,9 @@ DUMP_SCRIPT = textwrap.dedent(
         print(chain(tf.constant(1.0)).numpy(), guarded(tf.constant(1.0)).numpy())
     """
 )
-STOP_NODE = re.compile(r'node \{\n  name: "([^"]*(?:StopGradient|PreventGradient)[^"]*)"\n  op: "([^"]+)"')
+STOP_NODE = re.compile(
+    r'node \{\n  name: "([^"]*(?:StopGradient|PreventGradient)[^"]*)"\n  op: "([^"]+)"'
+)
 
 
 def stop_nodes(path):

@@ -27,6 +27,7 @@ VARIANTS = {
 }
 PLUGIN_TYPES = {tf_stopgrad.STOP_GRADIENT_OP, tf_stopgrad.PREVENT_GRADIENT_OP}
 X = np.array([1.0, -2.0, 3.5], np.float32)
+REFUSED = r"Gradient explicitly disabled\. Reason: (b')?m"  # the built-in shows bytes
 
 
 def program(stop, prevent, x, control_on_stop=False):
@@ -36,8 +37,9 @@ def program(stop, prevent, x, control_on_stop=False):
         y = stop(y) * 2.0
     out = tf.identity(prevent(y), name="out")
     if control_on_stop:
-        with tf.control_dependencies([out.graph.get_operation_by_name(
-                f"{tf.compat.v1.get_default_graph().get_name_scope()}/StopGradient_1")]):  # fmt: skip
+        graph = tf.compat.v1.get_default_graph()
+        first_stops = graph.get_operation_by_name(f"{graph.get_name_scope()}/StopGradient_1")
+        with tf.control_dependencies([first_stops]):
             tf.identity(x, name="after_stop")
     return out
 
@@ -141,7 +143,7 @@ def test_gradients_built_after_a_first_run_are_still_masked_and_refused():
                 assert tf.compat.v1.gradients(stopped * x, x)[0] is not None
                 value = session.run(tf.compat.v1.gradients(stopped * x, x)[0], {x: X})
                 np.testing.assert_array_equal(value, X * 8.0)  # only the unstopped factor
-                with pytest.raises(LookupError, match="Gradient explicitly disabled. Reason: m"):
+                with pytest.raises(LookupError, match=REFUSED):
                     tf.compat.v1.gradients(graph.get_tensor_by_name(f"{variant}/out:0"), x)
         assert_same_as_builtin(run(session, ["{v}/StopGradient:0", "{v}/out:0"]))
 
