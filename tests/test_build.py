@@ -67,7 +67,9 @@ def test_unusable_tensorflow_headers_stop_the_configure_step_with_the_remedy(tmp
 @pytest.mark.core
 @needs_cmake
 def test_the_installed_tensorflow_passes_the_header_check(tmp_path):
-    releases = fake_tensorflow_releases(tmp_path, tf.__version__, tmp_path / "no_extra_headers")
+    # The path reaches CMake as JSON: quotes and dollars are data, never CMake code.
+    extra_dir = tmp_path / 'no "extra" headers $HOME ${HOME}'
+    releases = fake_tensorflow_releases(tmp_path, tf.__version__, extra_dir)
 
     configured = configure(REPO_ROOT, tmp_path / "build", releases)
 
@@ -177,7 +179,7 @@ def test_builds_for_different_tensorflow_releases_never_share_a_build_directory(
         plan.skbuild_settings, plan.compiler = {}, "/usr/bin/c++"
         monkeypatch.setattr(plan, "describe_releases", lambda: [release], raising=False)
         with tf_stopgrad_build._build_settings(plan) as settings:
-            return settings["build-dir"]
+            return settings["cmake.define.TF_STOPGRAD_RELEASES"]
 
     installed = tensorflow_config.describe_installed()
     other_headers = dict(installed, include_dirs=["/elsewhere/include"])
@@ -237,7 +239,8 @@ def test_a_source_build_refuses_tensorflow_older_than_the_supported_range(tmp_pa
 
 @pytest.mark.rebuild
 def test_two_builds_at_once_from_a_checkout_whose_path_has_a_space_quote_and_dollar(tmp_path):
-    source = copy_of_checkout(tmp_path / "it's a \"checkout\" $HOME")
+    # Not a double quote: CMake's own generated install script cannot take one (BUILD_NOTES).
+    source = copy_of_checkout(tmp_path / "it's a checkout $HOME ${HOME}")
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
     builds = [
         subprocess.Popen(
