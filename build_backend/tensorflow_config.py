@@ -17,7 +17,7 @@ FRAMEWORK_LIBRARY = "libtensorflow_framework.so.2"
 # The XLA and C++ client API symbols live here, not in the framework library.
 CC_LIBRARY = "libtensorflow_cc.so.2"
 
-# What tf.sysconfig.get_compile_flags() gives on every Linux wheel from 2.15 to 2.21 besides
+# What tf.sysconfig.get_compile_flags() gives on every supported Linux wheel besides
 # -I and the ABI flag. Its source, pywrap_tf_session, cannot be imported from an unpacked wheel.
 WHEEL_LANGUAGE_FLAGS = ["--std=c++17", "-DEIGEN_MAX_ALIGN_BYTES=64"]
 

@@ -195,3 +195,9 @@ def op_types_in_saved_model(directory: Path) -> set[str]:
     graph = saved_model.meta_graphs[0].graph_def
     nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
     return {node.op for node in nodes}
+
+
+def test_readme_compatibility_table_has_one_row_per_supported_minor():
+    readme = (REPO_ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| (\d+)\.(\d+)\.\d+ \|", readme, re.MULTILINE)
+    assert [(int(major), int(minor)) for major, minor in rows] == supported_tensorflow.minors()

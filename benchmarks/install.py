@@ -1,0 +1,85 @@
+"""How fast the plugin reaches a program: the import, and installing the prebuilt wheel.
+
+    python -m tf_stopgrad.benchmarks.install [--wheel dist/tf_stopgrad-*.whl] [--rounds N]
+
+* ``import tf_stopgrad`` on top of ``import tensorflow``, in fresh processes: the median of
+  ``rounds`` processes (target: no slower than the 53 ms measured before the one wheel).
+* With ``--wheel``: ``pip install --no-deps`` of that wheel into a fresh venv that sees this
+  environment's TensorFlow (target: 10 s), with the compilers of PATH hidden.
+
+The wheel's build time and the source install are measured by ``.ci/run`` (its summary).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+IMPORT_TARGET_MS = 53.0
+WHEEL_INSTALL_TARGET_S = 10.0
+_PURELIB = "import sysconfig; print(sysconfig.get_path('purelib'))"
+_IMPORT_TIMING = (
+    "import time, tensorflow; start = time.perf_counter(); import tf_stopgrad; "
+    "print((time.perf_counter() - start) * 1000)"
+)
+
+
+def import_overhead_ms(rounds: int) -> float:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    command = [sys.executable, "-c", _IMPORT_TIMING]
+    samples = [
+        subprocess.run(command, env=env, cwd=tempfile.gettempdir(), capture_output=True,
+                       text=True, check=True).stdout.split()[-1]  # fmt: skip
+        for _ in range(rounds)
+    ]
+    return statistics.median(float(sample) for sample in samples)
+
+
+def wheel_install_s(wheel: Path) -> float:
+    with tempfile.TemporaryDirectory() as scratch:
+        venv = Path(scratch) / "venv"
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        python = venv / "bin" / "python"
+        site = subprocess.run([str(python), "-c", _PURELIB], capture_output=True, text=True,
+                              check=True).stdout.strip()  # fmt: skip
+        (Path(site) / "outer.pth").write_text(sysconfig.get_path("purelib") + "\n")
+        no_compilers = Path(scratch) / "bin"
+        no_compilers.mkdir()
+        for tool in ("cc", "c++", "gcc", "g++", "clang++", "cmake"):
+            (no_compilers / tool).write_text("#!/bin/sh\nexit 1\n")
+            (no_compilers / tool).chmod(0o755)
+        env = dict(os.environ, PATH=f"{no_compilers}{os.pathsep}{os.environ['PATH']}",
+                   PIP_DISABLE_PIP_VERSION_CHECK="1")  # fmt: skip
+        start = time.perf_counter()
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                        str(wheel)], env=env, check=True)  # fmt: skip
+        return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--wheel", type=Path, help="also time installing this wheel")
+    parser.add_argument("--rounds", type=int, default=15, help="import timing processes")
+    args = parser.parse_args(argv)
+    print("| case | measured | target | met? |\n|---|---:|---:|:---:|")
+    overhead = import_overhead_ms(args.rounds)
+    met = "yes" if overhead <= IMPORT_TARGET_MS else "**no**"
+    print(f"| `import tf_stopgrad` after `import tensorflow` (median of {args.rounds}) | "
+          f"{overhead:.0f} ms | ≤ {IMPORT_TARGET_MS:.0f} ms | {met} |")  # fmt: skip
+    if args.wheel:
+        seconds = wheel_install_s(args.wheel)
+        met = "yes" if seconds <= WHEEL_INSTALL_TARGET_S else "**no**"
+        print(f"| `pip install` of the wheel, TensorFlow present, no compiler | {seconds:.1f} s | "
+              f"≤ {WHEEL_INSTALL_TARGET_S:.0f} s | {met} |")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
