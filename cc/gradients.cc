@@ -1,12 +1,13 @@
 // Gradients for the C++ client API (tensorflow::AddSymbolicGradients). Python registers its
 // own in tf_stopgrad/_gradients.py.
+#include "op_names.h"
+
 #include <string>
 #include <vector>
 
-#include "op_names.h"
+#include "absl/strings/str_cat.h"
 #include "tensorflow/cc/framework/grad_op_registry.h"
 #include "tensorflow/core/framework/node_def_util.h"
-#include "absl/strings/str_cat.h"
 #include "tensorflow/core/platform/errors.h"
 
 namespace tf_stopgrad {

@@ -5,6 +5,7 @@
 #define TF_STOPGRAD_STOP_GRADIENT_H_
 
 #include <string>
+#include <utility>
 
 #include "tensorflow/cc/framework/ops.h"
 #include "tensorflow/cc/framework/scope.h"
