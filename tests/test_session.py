@@ -123,6 +123,28 @@ def test_a_control_dependency_on_a_node():
     assert_same_as_builtin(results)
 
 
+def in_function_bodies(stop, prevent, x):
+    """The stops inside tf.cond's branches, tf.while_loop's body and a called tf.function."""
+    branched = tf.cond(tf.reduce_sum(x) > 0, lambda: stop(x) * 2.0, lambda: prevent(x))
+    looped = tf.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, stop(y) * 2.0), [0, x])[1]
+    called = tf.function(lambda y: stop(y) * 3.0)(x)
+    return tf.identity(branched + looped + called, name="out")
+
+
+def test_nodes_in_cond_while_loop_and_function_bodies_are_pruned_as_the_builtins_are():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [3], name="x")
+        for scope, (stop, prevent) in VARIANTS.items():
+            with tf.name_scope(scope):
+                in_function_bodies(stop, prevent, x)
+    with tf.compat.v1.Session(graph=graph) as session:
+        results = run(session, ["{v}/out:0"])
+    assert_same_as_builtin(results)
+    np.testing.assert_array_equal(results["ours"][0][0], X * 13.0)
+    assert stop_nodes(results["ours"][1]) == {}
+
+
 def test_partial_run():
     graph = side_by_side()
     with tf.compat.v1.Session(graph=graph) as session:
