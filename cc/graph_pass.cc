@@ -62,9 +62,9 @@ bool UsesPluginOps(const FunctionDef& function) {
 }
 
 // A session's Grappler inlines function calls after placement, taking the bodies from the
-// session's own copy of the function library: that copy gets the built-in types too. (A
-// function graph's library may be the eager context's, which later saves and traces read, so
-// it is left alone; functions that run as calls get this pass when they are instantiated.)
+// session's own copy of the function library: that copy gets the built-in types too. A
+// function graph's library can be shared with the eager context, which saving and tracing read
+// later, so it is left alone; the functions it calls get this pass when they are instantiated.
 absl::Status UseBuiltinOpTypesInLibrary(FunctionLibraryDefinition* library) {
   for (const std::string& name : library->ListFunctionNames()) {
     const FunctionDef* original = library->Find(name);
