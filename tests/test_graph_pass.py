@@ -52,7 +52,13 @@ DUMP_SCRIPT = textwrap.dedent(
         def looped(x):
             return tf.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, stop(y) * 2.0), [0, x])[1]
 
-        return chain, guarded, branched, looped
+        called = tf.function(lambda y: stop(y) * 3.0)
+
+        @tf.function
+        def calling(x):
+            return called(x) + x
+
+        return chain, guarded, branched, looped, calling
 
     builtin_prevent = lambda x: tf.raw_ops.PreventGradient(input=x, message="m")
     ours = programs(tf_stopgrad.stop_gradient, lambda x: tf_stopgrad.prevent_gradient(x, "m"))
@@ -61,7 +67,9 @@ DUMP_SCRIPT = textwrap.dedent(
         print(*[function(tf.constant(1.0)).numpy() for function in functions])
     """
 )
-FUNCTIONS = [f"__inference_{name}" for name in ("chain", "guarded", "branched", "looped")]
+FUNCTIONS = [
+    f"__inference_{name}" for name in ("chain", "guarded", "branched", "looped", "calling")
+]
 STOP_NODE = re.compile(
     r'node \{\n  name: "([^"]*(?:StopGradient|PreventGradient)[^"]*)"\n  op: "([^"]+)"'
 )
@@ -88,7 +96,7 @@ def test_function_graphs_keep_exactly_the_nodes_the_builtin_keeps(tmp_path):
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["8.0", "1.0", "2.0", "8.0"] * 2
+    assert result.stdout.split() == ["8.0", "1.0", "2.0", "8.0", "4.0"] * 2
 
     ours_traced, _ = dumps(dump_dir, "__inference_chain", "before_pre_placement_passes")
     assert set(stop_nodes(ours_traced).values()) == {
@@ -97,8 +105,8 @@ def test_function_graphs_keep_exactly_the_nodes_the_builtin_keeps(tmp_path):
         ours_run, builtin_run = dumps(dump_dir, function, "before_partition.")
         assert stop_nodes(ours_run) == stop_nodes(builtin_run), function
     # Grappler prunes them all here: the one with a control input too (it moves the edge), and
-    # those of tf.cond's branches and tf.while_loop's body, which the runtime's lowering of If
-    # and While inlines into the function before the plugin's pass runs.
+    # those of tf.cond's branches, tf.while_loop's body and a called function, which the
+    # runtime inlines into the function before the plugin's pass runs.
     for function in FUNCTIONS:
         assert stop_nodes(dumps(dump_dir, function, "before_partition.")[0]) == {}, function
 
