@@ -207,7 +207,8 @@ def _build_settings(plan: _Plan):
         releases_file = build_dir / "tensorflow_releases.json"
         releases_file.write_text(releases_json)
         settings = dict(plan.skbuild_settings)
-        settings["build-dir"] = str(build_dir)
+        # scikit-build-core expands {wheel_tag}-style fields in it.
+        settings["build-dir"] = str(build_dir).replace("{", "{{").replace("}", "}}")
         settings["cmake.define.TF_STOPGRAD_RELEASES"] = str(releases_file)
         settings["cmake.define.CMAKE_CXX_COMPILER"] = plan.compiler
         yield settings

@@ -17,18 +17,19 @@ function(check_tensorflow_headers tf_version tf_include_dirs tf_compile_options)
   list(REMOVE_DUPLICATES tensorflow_includes)
   list(SORT tensorflow_includes)
   list(JOIN tensorflow_includes "\n" probe_text)
-  set(probe_dir "${CMAKE_CURRENT_BINARY_DIR}/tensorflow_headers_probe-${tf_version}")
-  set(probe "${probe_dir}.cc")
+  set(probe "${CMAKE_CURRENT_BINARY_DIR}/tensorflow_headers_probe-${tf_version}.cc")
   file(WRITE "${probe}" "${probe_text}\n")
 
-  set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
-  try_compile(headers_compile "${probe_dir}"
-    SOURCES "${probe}"
-    CMAKE_FLAGS "-DINCLUDE_DIRECTORIES=${tf_include_dirs}"
-    COMPILE_DEFINITIONS ${tf_compile_options} -w
-    OUTPUT_VARIABLE probe_output)
+  # The compiler itself, not try_compile: its arguments are passed as they are, so paths with
+  # quotes or spaces are safe, and -fsyntax-only skips code generation.
+  list(TRANSFORM tf_include_dirs PREPEND "-I" OUTPUT_VARIABLE include_flags)
+  execute_process(
+    COMMAND "${CMAKE_CXX_COMPILER}" -fsyntax-only -w ${include_flags} ${tf_compile_options} "${probe}"
+    RESULT_VARIABLE probe_result
+    OUTPUT_VARIABLE probe_output
+    ERROR_VARIABLE probe_output)
   list(LENGTH tensorflow_includes header_count)
-  if(headers_compile)
+  if(probe_result EQUAL 0)
     message(STATUS "TensorFlow ${tf_version}'s headers: the ${header_count} the plugin includes compile")
     return()
   endif()

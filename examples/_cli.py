@@ -85,6 +85,26 @@ def pyplot() -> Any:
     return plt
 
 
+def save_curve(
+    path: str,
+    curve: list[float],
+    curve_label: str,
+    reference: float,
+    reference_label: str,
+    axis_labels: tuple[str, str],
+    reference_color: str = "tab:red",
+) -> None:
+    """Saves a curve by iteration, with a reference value as a dashed horizontal line."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.plot(curve, marker=".", label=curve_label)
+    ax.axhline(reference, color=reference_color, linestyle="--", label=reference_label)
+    ax.set_xlabel(axis_labels[0])
+    ax.set_ylabel(axis_labels[1])
+    ax.legend()
+    save_figure(fig, path)
+
+
 def save_figure(fig: Any, path: str) -> None:
     """Saves a figure made with :func:`pyplot` to ``path`` and closes it."""
     fig.tight_layout()

@@ -92,12 +92,8 @@ def adversarial_training_loss(
 ) -> tf.Tensor:
     """Average of the loss on the clean batch and on its FGSM-perturbed copy.
 
-    Args:
-      params: The network being trained.
-      images: Pixel values in [0, 1], shape (B, 64).
-      labels: True classes, shape (B,).
-      epsilon: Size of the training perturbation.
-      stop_gradient: As for :func:`fgsm_examples`.
+    The arguments are those of :func:`fgsm_examples`: here ``params`` is the network being
+    trained and ``epsilon`` the size of the training perturbation.
 
     Returns:
       The scalar training loss.

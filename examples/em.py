@@ -294,14 +294,14 @@ def failures(figures: EMFigures) -> list[str]:
 
 def save_plot(figures: EMFigures, path: str) -> None:
     """Saves the log-likelihood trace, with scikit-learn's final score as a dashed line."""
-    plt = _cli.pyplot()
-    fig, ax = plt.subplots(figsize=(5, 3))
-    ax.plot(figures.log_likelihoods, marker=".", label="EM with stop_gradient")
-    ax.axhline(figures.sklearn_score, color="tab:red", linestyle="--", label="scikit-learn")
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("average log-likelihood")
-    ax.legend()
-    _cli.save_figure(fig, path)
+    _cli.save_curve(
+        path,
+        figures.log_likelihoods,
+        "EM with stop_gradient",
+        figures.sklearn_score,
+        "scikit-learn",
+        ("iteration", "average log-likelihood"),
+    )
 
 
 def print_figures(figures: EMFigures) -> None:

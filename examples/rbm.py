@@ -354,14 +354,15 @@ def failures(figures: RBMFigures) -> list[str]:
 
 def save_plot(figures: RBMFigures, path: str) -> None:
     """Saves the held-out reconstruction error per epoch."""
-    plt = _cli.pyplot()
-    fig, ax = plt.subplots(figsize=(5, 3))
-    ax.plot(figures.reconstruction_errors, marker=".", label="RBM (CD)")
-    ax.axhline(figures.pixel_mean_error, color="tab:gray", linestyle="--", label="pixel means")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("held-out reconstruction MSE")
-    ax.legend()
-    _cli.save_figure(fig, path)
+    _cli.save_curve(
+        path,
+        figures.reconstruction_errors,
+        "RBM (CD)",
+        figures.pixel_mean_error,
+        "pixel means",
+        ("epoch", "held-out reconstruction MSE"),
+        reference_color="tab:gray",
+    )
 
 
 def print_figures(figures: RBMFigures) -> None:

@@ -1,10 +1,14 @@
 """Helpers shared by the core tests: sample data per dtype, bitwise comparison, buffer address,
-the built-in PreventGradient as a function."""
+the built-in PreventGradient as a function, and our ops paired with the built-ins."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import tensorflow as tf
+
+import tf_stopgrad
 
 NUMERIC_DTYPES = [
     tf.float16, tf.bfloat16, tf.float32, tf.float64,
@@ -54,3 +58,14 @@ def buffer_address(tensor: tf.Tensor) -> int:
 def builtin_prevent_gradient(x, message="", name=None):
     """The built-in PreventGradient, which TensorFlow exposes only as a raw op."""
     return tf.raw_ops.PreventGradient(input=x, message=message, name=name)
+
+
+PREVENT_MESSAGE = "sampled, not learned"
+# (ours, built-in) pairs of the forward-identity ops; PreventGradient's with PREVENT_MESSAGE.
+OP_PAIRS = {
+    "stop_gradient": (tf_stopgrad.stop_gradient, tf.stop_gradient),
+    "prevent_gradient": (
+        functools.partial(tf_stopgrad.prevent_gradient, message=PREVENT_MESSAGE),
+        functools.partial(builtin_prevent_gradient, message=PREVENT_MESSAGE),
+    ),
+}

@@ -67,7 +67,9 @@ def test_unusable_tensorflow_headers_stop_the_configure_step_with_the_remedy(tmp
 @pytest.mark.core
 @needs_cmake
 def test_the_installed_tensorflow_passes_the_header_check(tmp_path):
-    releases = fake_tensorflow_releases(tmp_path, tf.__version__, tmp_path / "no_extra_headers")
+    # The path reaches CMake as JSON: quotes and dollars are data, never CMake code.
+    extra_dir = tmp_path / 'no "extra" headers $HOME ${HOME}'
+    releases = fake_tensorflow_releases(tmp_path, tf.__version__, extra_dir)
 
     configured = configure(REPO_ROOT, tmp_path / "build", releases)
 
@@ -177,7 +179,7 @@ def test_builds_for_different_tensorflow_releases_never_share_a_build_directory(
         plan.skbuild_settings, plan.compiler = {}, "/usr/bin/c++"
         monkeypatch.setattr(plan, "describe_releases", lambda: [release], raising=False)
         with tf_stopgrad_build._build_settings(plan) as settings:
-            return settings["build-dir"]
+            return settings["cmake.define.TF_STOPGRAD_RELEASES"]
 
     installed = tensorflow_config.describe_installed()
     other_headers = dict(installed, include_dirs=["/elsewhere/include"])
@@ -237,12 +239,8 @@ def test_a_source_build_refuses_tensorflow_older_than_the_supported_range(tmp_pa
 
 @pytest.mark.rebuild
 def test_two_builds_at_once_from_a_checkout_whose_path_has_a_space_quote_and_dollar(tmp_path):
-    source = tmp_path / "it's a \"checkout\" $HOME"
-    tracked = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True,
-                             text=True, check=True).stdout.split()  # fmt: skip
-    for name in tracked:
-        (source / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO_ROOT / name, source / name)
+    # Not a double quote or ${...}: CMake's own install script cannot take them (BUILD_NOTES).
+    source = copy_of_checkout(tmp_path / "it's a checkout $HOME")
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
     builds = [
         subprocess.Popen(
@@ -262,3 +260,41 @@ def test_two_builds_at_once_from_a_checkout_whose_path_has_a_space_quote_and_dol
         assert record["source_dir"] == str(source)
         (library,) = record["libraries"].values()
         assert library["tf_version"] == tf.__version__
+
+
+def copy_of_checkout(destination: Path) -> Path:
+    """The repository's tracked files, copied to ``destination``."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True,
+                             text=True, check=True).stdout.splitlines()  # fmt: skip
+    for name in tracked:
+        (destination / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO_ROOT / name, destination / name)
+    return destination
+
+
+@pytest.mark.rebuild
+def test_editable_install_then_pytest_in_the_tree_and_edits_take_effect(tmp_path):
+    source = copy_of_checkout(tmp_path / "checkout")
+    venv = tmp_path / "venv"
+    python = layered_venv(venv)
+    env = dict(os.environ, PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+               TF_CPP_MIN_LOG_LEVEL="2", PIP_DISABLE_PIP_VERSION_CHECK="1")  # fmt: skip
+    env.pop("PYTHONPATH", None)
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-e", "."],
+                   cwd=source, env=env, check=True, timeout=REBUILD_TIMEOUT_S)  # fmt: skip
+
+    tested = subprocess.run(
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_forward.py"],
+        cwd=source, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-3000:]
+    assert " passed" in tested.stdout.splitlines()[-1]
+
+    with open(source / "tf_stopgrad" / "__init__.py", "a") as init:
+        init.write("\nEDITED_IN_THE_CHECKOUT = True\n")
+    edited = subprocess.run(
+        [str(python), "-c", "import tf_stopgrad as t; print(t.__file__, t.EDITED_IN_THE_CHECKOUT)"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert edited.returncode == 0, edited.stderr[-3000:]
+    assert edited.stdout.split() == [str(source / "tf_stopgrad" / "__init__.py"), "True"]

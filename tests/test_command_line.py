@@ -114,7 +114,7 @@ def test_demo_without_scikit_learn_says_how_to_install_it(name, tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         f"python -m tf_stopgrad demo {name}: needs scikit-learn, which is not installed. "
-        f"Install the examples' requirements: pip install \"tf_stopgrad[examples]\" "
-        f"(from a source checkout: pip install \".[examples]\")"
+        f'Install the examples\' requirements: pip install "tf_stopgrad[examples]" '
+        f'(from a source checkout: pip install ".[examples]")'
     )
     assert "Traceback" not in result.stderr

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from workers.launch import Worker, free_loopback_ports, run_together, run_worker
+from workers.launch import Worker, free_loopback_ports, run_together, worker_result
 
 MIRRORED_TIMEOUT_S = 120
 MULTI_WORKER_TIMEOUT_S = 90
@@ -43,14 +43,9 @@ def assert_stop_took_effect(results: dict) -> None:
 @pytest.fixture(scope="module")
 def mirrored_results(tmp_path_factory) -> dict:
     workdir = tmp_path_factory.mktemp("mirrored")
-    run_worker(
-        "distributed_train_step.py",
-        "mirrored",
-        "result.json",
-        cwd=workdir,
-        timeout=MIRRORED_TIMEOUT_S,
+    return worker_result(
+        "distributed_train_step.py", "mirrored", cwd=workdir, timeout=MIRRORED_TIMEOUT_S
     )
-    return json.loads((workdir / "result.json").read_text())
 
 
 def test_mirrored_step_runs_the_op_on_both_replicas(mirrored_results):

@@ -5,12 +5,11 @@ one fresh process, because the mesh's two logical CPUs must be configured before
 starts.
 """
 
-import json
 import re
 
 import numpy as np
 import pytest
-from workers.launch import run_worker
+from workers.launch import worker_result
 
 TIMEOUT_S = 120
 LAYOUTS = ("sharded", "replicated")
@@ -34,8 +33,7 @@ def full_value(outcome: dict, layout: str) -> np.ndarray:
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
     workdir = tmp_path_factory.mktemp("dtensor")
-    run_worker("dtensor_ops.py", "result.json", cwd=workdir, timeout=TIMEOUT_S)
-    return json.loads((workdir / "result.json").read_text())
+    return worker_result("dtensor_ops.py", cwd=workdir, timeout=TIMEOUT_S)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

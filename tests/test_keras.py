@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from workers.launch import run_worker
+from workers.launch import worker_result
 
 import tf_stopgrad
 from tf_stopgrad.keras import PreventGradient, StopGradient
@@ -28,8 +28,7 @@ class BuiltinStopGradient(keras.layers.Layer):
 
 
 def test_layers_are_a_lazily_imported_submodule(tmp_path):
-    run_worker("report_lazy_keras.py", "result.json", cwd=tmp_path, timeout=SUBPROCESS_TIMEOUT_S)
-    result = json.loads((tmp_path / "result.json").read_text())
+    result = worker_result("report_lazy_keras.py", cwd=tmp_path, timeout=SUBPROCESS_TIMEOUT_S)
     assert result == {
         "keras_modules_added": [],
         "submodule_imported_by_package": False,
@@ -178,15 +177,13 @@ def test_keras_file_reloads_in_this_process(saved_keras_file):
 def test_keras_file_reloads_in_a_fresh_process(saved_keras_file):
     path, expected = saved_keras_file
     (path.parent / "inputs.json").write_text(json.dumps(INPUTS.tolist()))
-    run_worker(
+    result = worker_result(
         "load_keras_model.py",
         path.name,
         "inputs.json",
-        "result.json",
         cwd=path.parent,
         timeout=SUBPROCESS_TIMEOUT_S,
     )
-    result = json.loads((path.parent / "result.json").read_text())
     np.testing.assert_allclose(result["predictions"], expected, rtol=1e-6)
     ours = {
         layer["config"]["name"]: layer

@@ -17,7 +17,7 @@ import tf_stopgrad
 from tf_stopgrad import _loader
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "build_backend"))
-import supported_tensorflow  # noqa: E402
+import supported_tensorflow
 
 pytestmark = pytest.mark.core
 

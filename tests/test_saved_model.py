@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from support import builtin_prevent_gradient
-from workers.launch import WorkerFailed, run_worker
+from workers.launch import WorkerFailed, run_worker, worker_result
 
 import tf_stopgrad
 import tf_stopgrad.keras
@@ -99,16 +99,14 @@ def saved_models(tmp_path_factory):
 def loaded(saved_models) -> dict:
     workdir, _ = saved_models
     (workdir / "inputs.json").write_text(json.dumps(INPUTS))
-    run_worker(
+    return worker_result(
         "load_saved_model.py",
         "module",
         "keras_model",
         "inputs.json",
-        "result.json",
         cwd=workdir,
         timeout=LOAD_TIMEOUT_S,
     )
-    return json.loads((workdir / "result.json").read_text())
 
 
 @pytest.mark.parametrize("function", ["stopped", "prevented", "gradient_inside"])

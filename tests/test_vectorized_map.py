@@ -1,28 +1,17 @@
 """vectorized_map and jacobians (pfor) vectorize our ops, with the built-in's results."""
 
-import functools
 import logging
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from support import builtin_prevent_gradient
+from support import OP_PAIRS, PREVENT_MESSAGE
 
 import tf_stopgrad
 
 FALLBACK_LOG = "Using a while_loop for converting"
 LOOP_OPS = {"While", "StatelessWhile"}
-MESSAGE = "sampled, not learned"
-
-
-ours_prevent = functools.partial(tf_stopgrad.prevent_gradient, message=MESSAGE)
-builtin_prevent = functools.partial(builtin_prevent_gradient, message=MESSAGE)
-
-
-OP_PAIRS = {
-    "stop_gradient": (tf_stopgrad.stop_gradient, tf.stop_gradient),
-    "prevent_gradient": (ours_prevent, builtin_prevent),
-}
+ours_prevent, builtin_prevent = OP_PAIRS["prevent_gradient"]
 
 
 def stopped_product(stop):
@@ -145,7 +134,7 @@ def test_vectorized_prevent_gradient_keeps_its_message():
 
     # One traced on a single example, and the one pfor emits for the whole stacked batch.
     assert sorted(op.inputs[0].shape.as_list() for op in prevents) == [[3], [3, 3]]
-    assert {op.get_attr("message") for op in prevents} == {MESSAGE.encode()}
+    assert {op.get_attr("message") for op in prevents} == {PREVENT_MESSAGE.encode()}
 
 
 @pytest.mark.parametrize("op_name", ["ours", "builtin"])
@@ -155,7 +144,7 @@ def test_gradient_through_vectorized_prevent_gradient_is_refused(op_name):
 
     # vectorized_map runs a tf.function, which builds its gradient as soon as it is called
     # under a tape: both ops refuse there already.
-    with pytest.raises(LookupError, match=MESSAGE):
+    with pytest.raises(LookupError, match=PREVENT_MESSAGE):
         with tf.GradientTape() as tape:
             tape.watch(x)
             y = tf.vectorized_map(lambda v: prevent(v) * v, x)

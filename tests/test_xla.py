@@ -1,6 +1,5 @@
 """XLA: jit-compiled results, gradients, HLO and kernel registrations match the built-in ops."""
 
-import functools
 import json
 import os
 import re
@@ -11,25 +10,14 @@ import textwrap
 import numpy as np
 import pytest
 import tensorflow as tf
-from support import builtin_prevent_gradient
+from support import OP_PAIRS, PREVENT_MESSAGE
 from tensorflow.python.framework import kernels
 
 import tf_stopgrad
 
 pytestmark = pytest.mark.core
 
-MESSAGE = "sampled, not learned"
-
-
-ours_prevent = functools.partial(tf_stopgrad.prevent_gradient, message=MESSAGE)
-builtin_prevent = functools.partial(builtin_prevent_gradient, message=MESSAGE)
-
-
-# (ours, built-in) pairs of forward-identity ops.
-OP_PAIRS = {
-    "stop_gradient": (tf_stopgrad.stop_gradient, tf.stop_gradient),
-    "prevent_gradient": (ours_prevent, builtin_prevent),
-}
+ours_prevent, builtin_prevent = OP_PAIRS["prevent_gradient"]
 
 # Values meant to catch any conversion or rounding: signed zeros, infinities, NaN, extremes.
 SPECIAL_VALUES = {
@@ -144,7 +132,7 @@ def test_jit_gradient_of_stopped_product_is_the_weighted_input():
 
 @pytest.mark.parametrize(
     ("prevent", "error_match"),
-    [(ours_prevent, MESSAGE), (builtin_prevent, MESSAGE)],
+    [(ours_prevent, PREVENT_MESSAGE), (builtin_prevent, PREVENT_MESSAGE)],
     ids=["ours", "builtin"],
 )
 def test_jit_gradient_through_prevent_gradient_is_refused(prevent, error_match):

@@ -12,7 +12,9 @@ from types import ModuleType
 from ._command_line import quiet_tensorflow_unless_asked
 from ._source_checkout import hand_over_to_installed_copy
 
-quiet_tensorflow_unless_asked()  # before anything imports TensorFlow
+# Only acts for `python -m tf_stopgrad` and the `tf_stopgrad` script. It cannot move to
+# __main__: Python runs this file first, and TensorFlow logs while it is being imported.
+quiet_tensorflow_unless_asked()
 
 # In a source checkout, the installed copy becomes this package. The lines below then only
 # re-bind names from it, and the import system returns the installed copy.

@@ -107,7 +107,8 @@ def prevent_gradient(
       A tensor (or composite tensor) equal to ``input``.
 
     Raises:
-      TypeError: ``message`` is not a string, or ``input`` cannot be converted to a tensor.
+      TypeError: ``message`` is neither text nor ``None``, or ``input`` cannot be converted
+        to a tensor.
       ValueError: ``input`` cannot be converted to a tensor.
     """
     return _apply(_PREVENT, input, name, "message", _checked_message(message))

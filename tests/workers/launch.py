@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import socket
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 WORKERS_DIR = Path(__file__).resolve().parent
 STDERR_TAIL_CHARS = 6000
@@ -34,6 +36,13 @@ class Worker:
 def run_worker(script: str, *args: str, cwd: Path, timeout: float) -> None:
     """Run one worker script to completion; raise WorkerFailed if it does not succeed."""
     run_together([Worker(script, args)], cwd=cwd, timeout=timeout)
+
+
+def worker_result(script: str, *args: str, cwd: Path, timeout: float) -> Any:
+    """Run a worker script whose last argument is a file it writes its result to, as JSON; return
+    that result."""
+    run_worker(script, *args, "result.json", cwd=cwd, timeout=timeout)
+    return json.loads((cwd / "result.json").read_text())
 
 
 def run_together(

@@ -1,0 +1,10 @@
+// The op library as one translation unit: a wheel build for seven TensorFlow releases parses
+// TensorFlow's headers once per release instead of once per source file. (CMake's own unity
+// build writes absolute #include paths, which break on checkout paths holding a quote.)
+#include "ops.cc"
+#include "kernels.cc"
+#include "xla_kernels.cc"
+#include "graph_pass.cc"
+#include "gradients.cc"
+#include "client.cc"
+#include "portable_libstdcxx.cc"
