@@ -341,24 +341,26 @@ def _in_session(
 
 
 def _session_chain(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
-    """A chain of stop-gradient nodes in a v1 graph run by ``tf.compat.v1.Session.run``.
+    """The graph case's chain, in a v1 graph run by ``tf.compat.v1.Session.run``.
 
-    ``sin`` between the stops, on a variable's value, keeps Grappler from folding or
-    rewriting the chain, so the two graphs differ only in the stop-gradient nodes.
+    The start and the scale are fed: Grappler folds a chain on a placeholder_with_default into
+    one Const, and fuses a chain of ``sin`` into one _UnaryOpsComposition once the stops are
+    gone. Fed, the 200 multiplications stay, in both graphs alike.
     """
     length = sizes.chain_length
 
     def chain(stop_gradient: StopGradient) -> tuple[tf.Tensor, dict[tf.Tensor, object]]:
-        x = tf.Variable([0.5]).read_value()
+        x = start = tf.compat.v1.placeholder(tf.float32, [1])
+        scale = tf.compat.v1.placeholder(tf.float32, [])
         for _ in range(length):
-            x = tf.sin(stop_gradient(x))
-        return x, {}
+            x = stop_gradient(x) * scale
+        return x, {start: np.ones([1], np.float32), scale: np.float32(1.0001)}
 
     return _ours_against_builtin(
         "session_chain",
         _in_session(chain),
         _calls(20, sizes),
-        f"v1 Session.run: chain of {length} x = sin(stop_gradient(x))",
+        f"v1 Session.run: chain of {length} x = stop_gradient(x) * scale",
         1.05,
         per_round=True,
     )
