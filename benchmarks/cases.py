@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Callable
 
+import numpy as np
 import tensorflow as tf
 from tf_stopgrad.benchmarks.timing import TimedGroup, Timing
 
@@ -43,7 +44,9 @@ def _no_note(timings: Mapping[str, Timing]) -> str:
 class Comparison:
     """One table row: variant ``ours`` of a group against its variant ``reference``.
 
-    ``note`` turns the group's timings into a remark printed under the table.
+    ``note`` turns the group's timings into a remark printed under the table. With
+    ``per_round`` the row shows median samples and the median of the per-round ratios instead
+    of the best samples and their ratio.
     """
 
     case: str
@@ -52,6 +55,7 @@ class Comparison:
     reference: str
     target: float | None
     note: Callable[[Mapping[str, Timing]], str] = _no_note
+    per_round: bool = False
 
 
 def build(sizes: Sizes) -> tuple[list[TimedGroup], list[Comparison]]:
@@ -228,8 +232,8 @@ def _graph(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
         return (
             f"Per stop-gradient node: ours costs {extra:+.3f} µs more than the built-in. "
             f"The same chain with tf.identity runs in {timings['identity'].best_us:.1f} µs: "
-            f"Grappler removes built-in StopGradient and Identity nodes; the op library's graph "
-            f"pass removes the plugin's."
+            f"Grappler removes built-in StopGradient and Identity nodes, and the plugin's, to "
+            f"which the op library's graph pass gives the built-in type."
         )
 
     return group, [
@@ -263,18 +267,20 @@ def _ours_against_builtin(
     calls: int,
     case: str,
     target: float,
+    per_round: bool = False,
 ) -> tuple[TimedGroup, list[Comparison]]:
     """A group timing ``make(tf_stopgrad.stop_gradient)`` against ``make(tf.stop_gradient)``.
 
     Returns:
-      The group named ``name`` and its one table row ``case``, with the target ``target``.
+      The group named ``name`` and its one table row ``case``, with the target ``target``
+      (and ``per_round`` as in :class:`Comparison`).
     """
     group = TimedGroup(
         name,
         {"ours": make(tf_stopgrad.stop_gradient), "builtin": make(tf.stop_gradient)},
         calls=calls,
     )
-    return group, [Comparison(case, group.name, "ours", "builtin", target)]
+    return group, [Comparison(case, group.name, "ours", "builtin", target, per_round=per_round)]
 
 
 def _vectorized_map_eager(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
@@ -317,58 +323,69 @@ def _xla(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
 
 
 def _in_session(
-    make_fetch: Callable[[StopGradient], object],
+    make_step: Callable[[StopGradient], tuple[object, dict[tf.Tensor, object]]],
 ) -> Callable[[StopGradient], Callable[[], object]]:
-    """``make(stop_gradient)``: a v1 Session over the graph ``make_fetch`` builds with it,
-    initialized; calling the result runs the fetch once."""
+    """``make(stop_gradient)``: a v1 Session over the graph that ``make_step`` builds with it,
+    variables initialized; calling the result runs the step's fetch with its feeds once."""
 
     def make(stop_gradient: StopGradient) -> Callable[[], object]:
         graph = tf.Graph()
         with graph.as_default():
-            fetch = make_fetch(stop_gradient)
+            fetch, feeds = make_step(stop_gradient)
             initialize = tf.compat.v1.global_variables_initializer()
         session = tf.compat.v1.Session(graph=graph)
         session.run(initialize)
-        session.run(fetch)  # The first run builds the session's executors.
-        return lambda: session.run(fetch)
+        return lambda: session.run(fetch, feeds)
 
     return make
 
 
 def _session_chain(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
-    """A chain of stop-gradient nodes in a v1 graph run by ``tf.compat.v1.Session.run``.
+    """The graph case's chain, in a v1 graph run by ``tf.compat.v1.Session.run``.
 
-    ``sin`` between the stops, on a variable's value, keeps Grappler from folding or
-    rewriting the chain, so the two graphs differ only in the stop-gradient nodes.
+    The start and the scale are fed: Grappler folds a chain on a placeholder_with_default into
+    one Const, and fuses a chain of ``sin`` into one _UnaryOpsComposition once the stops are
+    gone. Fed, the 200 multiplications stay, in both graphs alike.
     """
     length = sizes.chain_length
 
-    def chain(stop_gradient: StopGradient) -> tf.Tensor:
-        x = tf.Variable([0.5]).read_value()
+    def chain(stop_gradient: StopGradient) -> tuple[tf.Tensor, dict[tf.Tensor, object]]:
+        x = start = tf.compat.v1.placeholder(tf.float32, [1])
+        scale = tf.compat.v1.placeholder(tf.float32, [])
         for _ in range(length):
-            x = tf.sin(stop_gradient(x))
-        return x
+            x = stop_gradient(x) * scale
+        return x, {start: np.ones([1], np.float32), scale: np.float32(1.0001)}
 
     return _ours_against_builtin(
         "session_chain",
         _in_session(chain),
         _calls(20, sizes),
-        f"v1 Session.run: chain of {length} x = sin(stop_gradient(x))",
+        f"v1 Session.run: chain of {length} x = stop_gradient(x) * scale",
         1.05,
+        per_round=True,
+    )
+
+
+def _weights(name: str, shape: list[int]) -> tf.Variable:
+    """A v1 variable of the training-step case, Glorot-initialized."""
+    return tf.compat.v1.get_variable(
+        name, shape, initializer=tf.compat.v1.glorot_uniform_initializer()
     )
 
 
 def _session_training_step(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
-    """One v1 training step: a two-layer model regressing on a stopped target."""
+    """One v1 training step on a fed batch: a two-layer model regressing on a stopped target
+    made from its own prediction, stepped by GradientDescentOptimizer."""
+    batch = np.linspace(-1.0, 1.0, 64 * 16, dtype=np.float32).reshape(64, 16)
 
-    def training_step(stop_gradient: StopGradient) -> object:
-        inputs = tf.reshape(tf.range(64 * 16, dtype=tf.float32) / 1024.0, [64, 16])
-        w1 = tf.Variable(tf.fill([16, 32], 0.01))
-        w2 = tf.Variable(tf.fill([32, 1], 0.01))
-        prediction = tf.matmul(tf.nn.relu(tf.matmul(inputs, w1)), w2)
+    def training_step(stop_gradient: StopGradient) -> tuple[object, dict[tf.Tensor, object]]:
+        inputs = tf.compat.v1.placeholder(tf.float32, [None, 16])
+        hidden = tf.nn.relu(inputs @ _weights("w1", [16, 32]) + _weights("b1", [32]))
+        prediction = hidden @ _weights("w2", [32, 1]) + _weights("b2", [1])
         target = stop_gradient(tf.reduce_mean(prediction) + tf.reduce_sum(inputs, 1, True))
         loss = tf.reduce_mean(tf.square(prediction - target))
-        return tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(loss)
+        step = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(loss)
+        return step, {inputs: batch}
 
     return _ours_against_builtin(
         "session_training_step",
@@ -376,4 +393,5 @@ def _session_training_step(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
         _calls(20, sizes),
         "v1 Session.run: GradientDescentOptimizer step of a two-layer model, stopped target",
         1.05,
+        per_round=True,
     )

@@ -20,7 +20,8 @@ class Row:
 
     Attributes:
       case: What was measured.
-      ours, reference: The best measurement of each side, in ``unit``.
+      ours, reference: The best measurement of each side (the median one for a row whose
+        ratio is the median of per-round ratios), in ``unit``.
       unit: ``"µs"`` per call, or ``"MiB"``.
       ratio: ``ours / reference`` (two zeros count as 1.0: equal).
       target: The ratio to stay at or under; None for rows reported for information.

@@ -35,6 +35,15 @@ class Timing:
         return self.median_us / self.best_us - 1.0
 
 
+def median_round_ratio(ours: Timing, reference: Timing) -> float:
+    """The median over rounds of ``ours / reference``, each pair sampled in the same round.
+
+    Pairing the samples of a round cancels load that lasts longer than a round, which the ratio
+    of two best samples, taken in different rounds, does not.
+    """
+    return statistics.median(o / r for o, r in zip(ours.samples_us, reference.samples_us))
+
+
 @dataclasses.dataclass(frozen=True)
 class TimedGroup:
     """Callables compared with each other, timed back to back in every round.

@@ -44,15 +44,32 @@ DUMP_SCRIPT = textwrap.dedent(
             with tf.control_dependencies([tf.debugging.assert_positive(x)]):
                 return stop(x)
 
-        return chain, guarded
+        @tf.function
+        def branched(x):
+            return tf.cond(x > 0, lambda: stop(x) * 2.0, lambda: prevent(x))
+
+        @tf.function
+        def looped(x):
+            return tf.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, stop(y) * 2.0), [0, x])[1]
+
+        called = tf.function(lambda y: stop(y) * 3.0)
+
+        @tf.function
+        def calling(x):
+            return called(x) + x
+
+        return chain, guarded, branched, looped, calling
 
     builtin_prevent = lambda x: tf.raw_ops.PreventGradient(input=x, message="m")
     ours = programs(tf_stopgrad.stop_gradient, lambda x: tf_stopgrad.prevent_gradient(x, "m"))
     builtin = programs(tf.stop_gradient, builtin_prevent)
-    for chain, guarded in (ours, builtin):
-        print(chain(tf.constant(1.0)).numpy(), guarded(tf.constant(1.0)).numpy())
+    for functions in (ours, builtin):
+        print(*[function(tf.constant(1.0)).numpy() for function in functions])
     """
 )
+FUNCTIONS = [
+    f"__inference_{name}" for name in ("chain", "guarded", "branched", "looped", "calling")
+]
 STOP_NODE = re.compile(
     r'node \{\n  name: "([^"]*(?:StopGradient|PreventGradient)[^"]*)"\n  op: "([^"]+)"'
 )
@@ -79,17 +96,19 @@ def test_function_graphs_keep_exactly_the_nodes_the_builtin_keeps(tmp_path):
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["8.0", "1.0"] * 2
+    assert result.stdout.split() == ["8.0", "1.0", "2.0", "8.0", "4.0"] * 2
 
     ours_traced, _ = dumps(dump_dir, "__inference_chain", "before_pre_placement_passes")
     assert set(stop_nodes(ours_traced).values()) == {
         tf_stopgrad.STOP_GRADIENT_OP, tf_stopgrad.PREVENT_GRADIENT_OP}  # fmt: skip
-    for function in ("__inference_chain", "__inference_guarded"):
+    for function in FUNCTIONS:
         ours_run, builtin_run = dumps(dump_dir, function, "before_partition.")
         assert stop_nodes(ours_run) == stop_nodes(builtin_run), function
-    # Grappler prunes them all here, the one with a control input too (it moves the edge).
-    for function in ("__inference_chain", "__inference_guarded"):
-        assert stop_nodes(dumps(dump_dir, function, "before_partition.")[0]) == {}
+    # Grappler prunes them all here: the one with a control input too (it moves the edge), and
+    # those of tf.cond's branches, tf.while_loop's body and a called function, which the
+    # runtime inlines into the function before the plugin's pass runs.
+    for function in FUNCTIONS:
+        assert stop_nodes(dumps(dump_dir, function, "before_partition.")[0]) == {}, function
 
 
 @pytest.mark.parametrize("pair", sorted(PAIRS))

@@ -8,6 +8,7 @@ compares what the session returns and the partition graphs it really ran.
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -123,6 +124,28 @@ def test_a_control_dependency_on_a_node():
     assert_same_as_builtin(results)
 
 
+def in_function_bodies(stop, prevent, x):
+    """The stops inside tf.cond's branches, tf.while_loop's body and a called tf.function."""
+    branched = tf.cond(tf.reduce_sum(x) > 0, lambda: stop(x) * 2.0, lambda: prevent(x))
+    looped = tf.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, stop(y) * 2.0), [0, x])[1]
+    called = tf.function(lambda y: stop(y) * 3.0)(x)
+    return tf.identity(branched + looped + called, name="out")
+
+
+def test_nodes_in_cond_while_loop_and_function_bodies_are_pruned_as_the_builtins_are():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [3], name="x")
+        for scope, (stop, prevent) in VARIANTS.items():
+            with tf.name_scope(scope):
+                in_function_bodies(stop, prevent, x)
+    with tf.compat.v1.Session(graph=graph) as session:
+        results = run(session, ["{v}/out:0"])
+    assert_same_as_builtin(results)
+    np.testing.assert_array_equal(results["ours"][0][0], X * 13.0)
+    assert stop_nodes(results["ours"][1]) == {}
+
+
 def test_partial_run():
     graph = side_by_side()
     with tf.compat.v1.Session(graph=graph) as session:
@@ -175,7 +198,7 @@ AUTOCLUSTERING = textwrap.dedent(
 
     config = tf.compat.v1.ConfigProto()
     config.graph_options.optimizer_options.global_jit_level = tf.compat.v1.OptimizerOptions.ON_1
-    clusters = {}
+    values = {}
     for variant, stop in (("ours", tf_stopgrad.stop_gradient), ("builtin", tf.stop_gradient)):
         graph = tf.Graph()
         with graph.as_default():
@@ -183,24 +206,27 @@ AUTOCLUSTERING = textwrap.dedent(
             y = x
             for _ in range(12):
                 y = tf.sin(stop(y)) * 2.0 + 1.0
-        options = tf.compat.v1.RunOptions(output_partition_graphs=True)
-        metadata = tf.compat.v1.RunMetadata()
         with tf.compat.v1.Session(graph=graph, config=config) as session:
-            value = session.run(y, {x: [0.5] * 8}, options=options, run_metadata=metadata)
-        clusters[variant] = {
-            "value": value.tolist(),
-            "ops": sorted(n.op for p in metadata.partition_graphs for n in p.node),
-        }
-    print(json.dumps(clusters))
+            values[variant] = session.run(y, {x: [0.5] * 8}).tolist()
+    print(json.dumps(values))
     """
 )
 
 
+def op_types(graph_dump):
+    """The op types of a graph dump's nodes and of its function library's (the clusters)."""
+    return sorted(re.findall(r'\bop: "([^"]+)"', graph_dump.read_text()))
+
+
 def test_autoclustering_forms_the_same_clusters_as_with_the_builtin(tmp_path):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_XLA_FLAGS="--tf_xla_cpu_global_jit")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_XLA_FLAGS="--tf_xla_cpu_global_jit",
+               TF_DUMP_GRAPH_PREFIX=str(tmp_path), TF_DUMP_GRAPH_NAME_FILTER="*")  # fmt: skip
     result = subprocess.run([sys.executable, "-c", AUTOCLUSTERING], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    clusters = json.loads(result.stdout.strip().splitlines()[-1])
-    assert "_XlaRun" in clusters["builtin"]["ops"], "autoclustering did not happen"
-    assert clusters["ours"] == clusters["builtin"]
+    values = json.loads(result.stdout.strip().splitlines()[-1])
+    assert values["ours"] == values["builtin"]
+    # The graph each session runs once XLA has clustered it: ours ran first.
+    ours, builtin = sorted(tmp_path.glob("*.after_opt_group_post_rewrite_for_exec.pbtxt"))
+    assert "_XlaRun" in op_types(builtin), "autoclustering did not happen"
+    assert op_types(ours) == op_types(builtin)
