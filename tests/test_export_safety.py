@@ -327,6 +327,15 @@ def test_a_broken_link_in_the_source_is_refused_naming_it(source_copy, tmp_path)
     assert not (tmp_path / "out").exists()
 
 
+def test_a_damaged_text_format_source_is_refused(tmp_path):
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / "saved_model.pbtxt").write_text("saved_model_schema_version: 1\nmeta_graphs {")
+    with pytest.raises(ValueError, match=r"saved_model.pbtxt is not a readable SavedModel"):
+        export.to_builtin_saved_model(damaged, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.fixture
 def small_file_system(tmp_path):
     """A 256 KiB tmpfs, to fill while writing (mounting needs root)."""
@@ -354,4 +363,5 @@ def test_a_full_disk_is_reported_naming_the_destination_and_leaves_nothing(
     ) as raised:
         export.to_builtin_saved_model(source_copy, destination)
     assert type(raised.value) is OSError
+    assert "tf_stopgrad-export" not in str(raised.value)
     assert list(small_file_system.iterdir()) == []

@@ -45,6 +45,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 SAVED_MODEL_FILE = "saved_model.pb"
 SAVED_MODEL_TEXT_FILE = "saved_model.pbtxt"
 FINGERPRINT_FILE = "fingerprint.pb"
+WRITTEN_ANEW = (SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE, FINGERPRINT_FILE)  # not copied
 # A test hook (tests/test_export_safety.py): the export waits, staged but not yet renamed,
 # while the file this names exists.
 _PAUSE_WHILE_ENV = "_TF_STOPGRAD_EXPORT_PAUSE_WHILE"
@@ -130,7 +131,7 @@ def to_builtin_saved_model(src_dir: PathLike, dst_dir: PathLike, *, inference: b
     src, dst = Path(src_dir), Path(dst_dir)
     saved_model_path = _saved_model_path(src)
     _check_destination(src, dst)
-    entries = _source_entries(src)
+    directories, files = _source_entries(src)
     saved_model = _read_saved_model(saved_model_path)
 
     rewritten_nodes = 0
@@ -141,7 +142,7 @@ def to_builtin_saved_model(src_dir: PathLike, dst_dir: PathLike, *, inference: b
         stripped.CopyFrom(_ops_used(meta_graph.graph_def, used, stripped))
 
     _remove_killed_exports(dst)
-    _write(saved_model, src, entries, dst)
+    _write(saved_model, src, dst, directories, files)
     return rewritten_nodes
 
 
@@ -303,9 +304,7 @@ def _source_entries(src: Path) -> tuple[list[Path], list[Path]]:
                 )
             if not os.access(path, os.R_OK):
                 unreadable(PermissionError(errno.EACCES, "permission denied", str(path)))
-            if directory != str(src) or name not in (
-                SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE, FINGERPRINT_FILE,
-            ):  # fmt: skip
+            if relative.parts or name not in WRITTEN_ANEW:
                 files.append(relative / name)
     return directories, files
 
@@ -339,13 +338,17 @@ def _remove_killed_exports(dst: Path) -> None:
     staging_name = re.compile(re.escape(_staging_prefix(dst)) + r"[a-z0-9_]{8}")
     if not dst.parent.is_dir():
         return
-    for entry in os.scandir(dst.parent):
-        if not staging_name.fullmatch(entry.name) or not entry.is_dir(follow_symlinks=False):
-            continue
-        lock = _lock(Path(entry.path), wait=False)
+    with os.scandir(dst.parent) as entries:
+        leftovers = [
+            Path(entry.path)
+            for entry in entries
+            if staging_name.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)
+        ]
+    for leftover in leftovers:
+        lock = _lock(leftover, wait=False)
         if lock is not None:
             try:
-                shutil.rmtree(entry.path, ignore_errors=True)
+                shutil.rmtree(leftover, ignore_errors=True)
             finally:
                 os.close(lock)
 
@@ -362,24 +365,27 @@ def _new_staging_directory(dst: Path) -> tuple[Path, int | None]:
 
 
 def _write(
-    saved_model: saved_model_pb2.SavedModel, src: Path, entries: tuple[list[Path], list[Path]],
+    saved_model: saved_model_pb2.SavedModel,
+    src: Path,
     dst: Path,
-) -> None:  # fmt: skip
+    directories: list[Path],
+    files: list[Path],
+) -> None:
     """Stages the export beside ``dst`` and renames it to ``dst``; every error is reported
     in the export's words, with the paths the user gave."""
     staging, lock = None, None
     try:
         dst.parent.mkdir(parents=True, exist_ok=True)
         staging, lock = _new_staging_directory(dst)
-        directories, files = entries
         for relative in directories:
             (staging / relative).mkdir()
         for relative in files:
             shutil.copy2(src / relative, staging / relative)
-        for relative in [*reversed(directories), Path()]:
+        for relative in reversed(directories):
             shutil.copystat(src / relative, staging / relative)
         (staging / SAVED_MODEL_FILE).write_bytes(saved_model.SerializeToString(deterministic=True))
         _compat.write_saved_model_fingerprint(str(staging))
+        shutil.copystat(src, staging)  # last: a read-only source's mode would stop the writes
         while os.path.exists(os.environ.get(_PAUSE_WHILE_ENV, "")):
             time.sleep(0.05)
         os.rename(staging, dst)  # replaces dst if it is an empty directory
