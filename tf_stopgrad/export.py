@@ -72,7 +72,8 @@ def to_builtin_graph_def(
 
     Returns:
       The rewritten ``GraphDef``. :func:`count_plugin_nodes` on the input tells how many
-      nodes it changed.
+      nodes it changed. Serialize it with ``SerializeToString(deterministic=True)`` to get
+      the same bytes in every process, as :func:`to_builtin_saved_model` does.
     """
     rewritten = graph_pb2.GraphDef()
     rewritten.CopyFrom(graph_def)
