@@ -186,7 +186,7 @@ def export(src: str, dst: str, inference: bool) -> int:
         return 1
     ops = "Identity" if inference else "StopGradient / PreventGradient"
     print(f"Rewrote {rewritten} tf_stopgrad node(s) of {src} to TensorFlow's {ops}: {dst}")
-    print("It loads and runs without tf_stopgrad (TF Serving, the C API, TFLite, ...).")
+    print("It loads and runs without tf_stopgrad (tf.saved_model.load, the C API, TFLite, ...).")
     return 0
 
 
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         help="rewrite a SavedModel to TensorFlow's built-in ops, for deployment",
         description="Write a copy of the SavedModel SRC at DST in which tf_stopgrad's ops are "
         "TensorFlow's built-in StopGradient and PreventGradient, so that it runs where "
-        "tf_stopgrad is not installed (TF Serving, the C API, TFLite, saved_model_cli).",
+        "tf_stopgrad is not installed (tf.saved_model.load, the C API, TFLite, saved_model_cli).",
     )
     export_parser.add_argument("src", metavar="SRC", help="the SavedModel directory to read")
     export_parser.add_argument("dst", metavar="DST", help="a new or empty directory to write")
