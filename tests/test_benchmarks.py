@@ -19,6 +19,8 @@ TARGETED_CASES = (
     "Graph",
     "vectorized_map",
     "XLA",
+    "v1 Session.run: chain",
+    "v1 Session.run: GradientDescentOptimizer",
     "Tape memory",
 )
 
