@@ -18,7 +18,7 @@ quiet_tensorflow_unless_asked()
 
 # In a source checkout, the installed copy becomes this package. The lines below then only
 # re-bind names from it, and the import system returns the installed copy.
-hand_over_to_installed_copy(__name__, __file__)
+hand_over_to_installed_copy(__name__, __file__, list(__path__))
 
 from . import _gradients, _pfor  # noqa: E402
 from ._loader import build_info, include_dir, library_path  # noqa: E402

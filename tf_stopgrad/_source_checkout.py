@@ -25,14 +25,18 @@ def _is_source_checkout(package_dir: Path) -> bool:
     return (root / "pyproject.toml").is_file() and (root / "CMakeLists.txt").is_file()
 
 
-def hand_over_to_installed_copy(name: str, init_file: str) -> bool:
+def hand_over_to_installed_copy(name: str, init_file: str, package_path: list[str]) -> bool:
     """If ``init_file`` is a source checkout's, load the installed copy as ``name`` instead.
 
-    Returns whether it did. Without an installed copy nothing happens, and the loader then
-    explains how to install the package.
+    Returns whether it did. An editable install is left alone: its ``package_path``
+    (``__path__``) also holds the directory with the compiled parts. Without an installed copy
+    nothing happens, and the loader then explains how to install the package.
     """
     package_dir = Path(init_file).resolve().parent
-    if _has_compiled_parts(package_dir) or not _is_source_checkout(package_dir):
+    locations = [package_dir, *(Path(location) for location in package_path)]
+    if any(_has_compiled_parts(location) for location in locations):
+        return False
+    if not _is_source_checkout(package_dir):
         return False
     elsewhere = [p for p in sys.path if Path(p or ".").resolve() != package_dir.parent]
     spec = importlib.machinery.PathFinder.find_spec(name, elsewhere)

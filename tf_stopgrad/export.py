@@ -284,7 +284,8 @@ def _source_entries(src: Path) -> tuple[list[Path], list[Path]]:
             f"it readable, then export again."
         )
 
-    directories, files = [], []
+    directories: list[Path] = []
+    files: list[Path] = []
     walk = os.walk(src, onerror=unreadable, followlinks=True)
     for directory, directory_names, file_names in walk:
         relative = Path(directory).relative_to(src)
