@@ -41,6 +41,11 @@ import tensorflow_config
 import tensorflow_wheels
 from scikit_build_core import build as _skbuild
 
+if sys.version_info >= (3, 11):
+    from tomllib import load as _toml_load
+else:  # scikit-build-core requires tomli there
+    from tomli import load as _toml_load
+
 SOURCE_DIR = Path(__file__).resolve().parent.parent
 RELEASES_SETTING = "tensorflow"
 PREBUILT_WHEEL_HINT = (
@@ -214,6 +219,54 @@ def _build_settings(plan: _Plan):
         yield settings
 
 
+# --- reusing an identical build ----------------------------------------------------------
+
+# What goes into a wheel besides the build directory's inputs: the files that CMake compiles
+# and installs, and the Python packages (pyproject's wheel.packages) with the metadata files.
+_WHEEL_SOURCES = ("pyproject.toml", "README.md", "CMakeLists.txt", "cc", "cmake", "build_backend")
+_PREVIOUS_WHEEL = "previous-wheel"
+
+
+def _source_fingerprint() -> str:
+    """A hash of every file a wheel is made from, so that an unchanged checkout is not
+    compiled again (``pip install .`` then ``pip install ".[test]"``)."""
+    with open(SOURCE_DIR / "pyproject.toml", "rb") as file:
+        packages = _toml_load(file)["tool"]["scikit-build"]["wheel"]["packages"].values()
+    digest = hashlib.sha256()
+    for top in sorted({*_WHEEL_SOURCES, *packages}):
+        path = SOURCE_DIR / top
+        files = [path] if path.is_file() else sorted(path.rglob("*"))
+        for file in files:
+            if file.is_file() and "__pycache__" not in file.parts:
+                digest.update(str(file.relative_to(SOURCE_DIR)).encode() + b"\0")
+                digest.update(file.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _reuse_previous_wheel(build_dir: Path, sources: str, wheel_directory: Path) -> str | None:
+    """The name of the wheel this build directory last made, copied to ``wheel_directory``,
+    if it was made from the same sources; else None."""
+    previous = build_dir / _PREVIOUS_WHEEL
+    wheels = list(previous.glob("*.whl"))
+    fingerprint = previous / "sources.sha256"
+    if len(wheels) != 1 or not fingerprint.is_file():
+        return None
+    if fingerprint.read_text().strip() != sources:
+        return None
+    shutil.copy2(wheels[0], wheel_directory / wheels[0].name)
+    print(f"tf_stopgrad: reusing the build of {wheels[0].name} in {build_dir}: the sources and "
+          "the TensorFlow it was built against are unchanged", file=sys.stderr)  # fmt: skip
+    return wheels[0].name
+
+
+def _keep_for_reuse(build_dir: Path, sources: str, wheel: Path) -> None:
+    previous = build_dir / _PREVIOUS_WHEEL
+    shutil.rmtree(previous, ignore_errors=True)
+    previous.mkdir()
+    shutil.copy2(wheel, previous / wheel.name)
+    (previous / "sources.sha256").write_text(sources + "\n")
+
+
 # --- PEP 517 hooks -------------------------------------------------------------------------
 
 
@@ -239,10 +292,16 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     plan = _plan_for(config_settings)
     with _build_settings(plan) as settings:
+        build_dir = Path(settings["cmake.define.TF_STOPGRAD_RELEASES"]).parent
+        sources = _source_fingerprint()
+        reused = _reuse_previous_wheel(build_dir, sources, Path(wheel_directory))
+        if reused is not None:
+            return reused
         name = _skbuild.build_wheel(wheel_directory, settings, metadata_directory)
-    if plan.portable:
-        name = _retag(Path(wheel_directory) / name, _measured_platform_tag(
-            Path(wheel_directory) / name))
+        if plan.portable:
+            wheel = Path(wheel_directory) / name
+            name = _retag(wheel, _measured_platform_tag(wheel))
+        _keep_for_reuse(build_dir, sources, Path(wheel_directory) / name)
     return name
 
 
