@@ -47,6 +47,9 @@ else:  # scikit-build-core requires tomli there
     from tomli import load as _toml_load
 
 SOURCE_DIR = Path(__file__).resolve().parent.parent
+BUILD_ROOT = SOURCE_DIR / "build"
+# Build directories kept in BUILD_ROOT, the most recently used first; older ones are deleted.
+KEPT_BUILD_DIRS = 4
 RELEASES_SETTING = "tensorflow"
 PREBUILT_WHEEL_HINT = (
     "Or install the prebuilt wheel, which needs no compiler: pip install tf_stopgrad-*.whl "
@@ -199,16 +202,18 @@ def _build_settings(plan: _Plan):
 
     The directory is named after what the build compiles against, so objects compiled against
     one TensorFlow are never reused for another, and it is locked for the build, so that two
-    builds from one checkout at once take turns instead of corrupting each other.
+    builds from one checkout at once take turns instead of corrupting each other. Only the
+    ``KEPT_BUILD_DIRS`` most recently used directories are kept.
     """
     releases = plan.describe_releases()
     releases_json = json.dumps(releases, indent=1, sort_keys=True)
     key = hashlib.sha256((releases_json + plan.compiler).encode()).hexdigest()[:12]
     versions = "+".join(release["version"] for release in releases)
-    build_dir = SOURCE_DIR / "build" / f"tf{versions}-{key}"
+    build_dir = BUILD_ROOT / f"tf{versions}-{key}"
     build_dir.mkdir(parents=True, exist_ok=True)
     with open(build_dir.parent / f"{build_dir.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        _delete_old_build_dirs()
         releases_file = build_dir / "tensorflow_releases.json"
         releases_file.write_text(releases_json)
         settings = dict(plan.skbuild_settings)
@@ -217,6 +222,20 @@ def _build_settings(plan: _Plan):
         settings["cmake.define.TF_STOPGRAD_RELEASES"] = str(releases_file)
         settings["cmake.define.CMAKE_CXX_COMPILER"] = plan.compiler
         yield settings
+
+
+def _delete_old_build_dirs() -> None:
+    """Deletes all but the ``KEPT_BUILD_DIRS`` most recently used build directories (their lock
+    files are rewritten by each build), skipping any that another build holds."""
+    locks = sorted(BUILD_ROOT.glob("*.lock"), key=lambda path: path.stat().st_mtime, reverse=True)
+    for lock_path in locks[KEPT_BUILD_DIRS:]:
+        with open(lock_path, "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            shutil.rmtree(lock_path.with_suffix(""), ignore_errors=True)
+            lock_path.unlink()
 
 
 # --- reusing an identical build ----------------------------------------------------------

@@ -78,6 +78,8 @@ def test_the_installed_tensorflow_passes_the_header_check(tmp_path):
 
 
 NEWEST_SUPPORTED_MINOR = supported_tensorflow.minors()[-1][1]
+OLDEST_MAJOR, OLDEST_MINOR = supported_tensorflow.minors()[0]
+TOO_OLD = f"{OLDEST_MAJOR}.{OLDEST_MINOR - 1}"  # the minor release just below the range
 REBUILD_TIMEOUT_S = 900
 INPUT = [1.0, -2.0, 3.5]
 USE_AFTER_REBUILD = f"""
@@ -171,8 +173,12 @@ def test_a_release_described_from_its_files_matches_tf_sysconfig():
 
 
 @pytest.mark.core
-def test_builds_for_different_tensorflow_releases_never_share_a_build_directory(monkeypatch):
+def test_builds_for_different_tensorflow_releases_never_share_a_build_directory(
+    monkeypatch, tmp_path
+):
     import tf_stopgrad_build
+
+    monkeypatch.setattr(tf_stopgrad_build, "BUILD_ROOT", tmp_path)
 
     def build_dir(release):
         plan = tf_stopgrad_build._Plan.__new__(tf_stopgrad_build._Plan)
@@ -187,6 +193,59 @@ def test_builds_for_different_tensorflow_releases_never_share_a_build_directory(
     directories = {build_dir(installed), build_dir(other_headers), build_dir(other_version)}
     assert len(directories) == 3
     assert build_dir(installed) in directories  # the same release reuses its own directory
+    assert all(Path(directory).parent.parent == tmp_path for directory in directories)
+
+
+def test_only_the_most_recently_used_build_directories_are_kept(monkeypatch, tmp_path):
+    import fcntl
+
+    import tf_stopgrad_build
+
+    monkeypatch.setattr(tf_stopgrad_build, "BUILD_ROOT", tmp_path)
+    kept = tf_stopgrad_build.KEPT_BUILD_DIRS
+    names = [f"tf2.{minor}.0-000000000000" for minor in range(kept + 3)]  # oldest first
+    for age, name in enumerate(reversed(names)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "object.o").write_bytes(b"")
+        lock = tmp_path / f"{name}.lock"
+        lock.write_text("")
+        os.utime(lock, (1_000_000 - age, 1_000_000 - age))
+    with open(tmp_path / f"{names[0]}.lock") as held_by_another_build:  # the oldest
+        fcntl.flock(held_by_another_build, fcntl.LOCK_EX)
+        tf_stopgrad_build._delete_old_build_dirs()
+
+    remaining = sorted(path.name for path in tmp_path.iterdir() if path.is_dir())
+    assert remaining == sorted([names[0], *names[-kept:]])
+
+
+def test_an_unchanged_checkout_reuses_its_last_wheel_and_a_changed_one_does_not(
+    monkeypatch, tmp_path
+):
+    import tf_stopgrad_build
+
+    checkout = copy_of_checkout(tmp_path / "checkout")
+    monkeypatch.setattr(tf_stopgrad_build, "SOURCE_DIR", checkout)
+    build_dir, first, second = (tmp_path / name for name in ("build", "dist1", "dist2"))
+    for directory in (build_dir, first, second):
+        directory.mkdir()
+    wheel = first / "tf_stopgrad-0.0.0-py3-none-linux_x86_64.whl"
+    wheel.write_bytes(b"a wheel")
+    tf_stopgrad_build._keep_for_reuse(build_dir, tf_stopgrad_build._source_fingerprint(), wheel)
+
+    reused = tf_stopgrad_build._reuse_previous_wheel(
+        build_dir, tf_stopgrad_build._source_fingerprint(), second
+    )
+    assert reused == wheel.name
+    assert (second / wheel.name).read_bytes() == b"a wheel"
+
+    with open(checkout / "cc" / "kernels.cc", "a") as source:
+        source.write("// edited\n")
+    assert (
+        tf_stopgrad_build._reuse_previous_wheel(
+            build_dir, tf_stopgrad_build._source_fingerprint(), second
+        )
+        is None
+    )
 
 
 def hidden_compilers(tmp_path: Path) -> dict[str, str]:
@@ -223,7 +282,7 @@ def test_a_source_build_refuses_tensorflow_older_than_the_supported_range(tmp_pa
     subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
     python = str(tmp_path / "venv" / "bin" / "python")
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
-    subprocess.run([python, "-m", "pip", "install", "--quiet", "tensorflow==2.14.*"],
+    subprocess.run([python, "-m", "pip", "install", "--quiet", f"tensorflow=={TOO_OLD}.*"],
                    env=env, check=True, timeout=REBUILD_TIMEOUT_S)  # fmt: skip
 
     installed = subprocess.run([python, "-m", "pip", "install", str(REPO_ROOT)], env=env,
@@ -231,8 +290,9 @@ def test_a_source_build_refuses_tensorflow_older_than_the_supported_range(tmp_pa
 
     output = " ".join((installed.stdout + installed.stderr).split())
     assert installed.returncode != 0
-    assert re.search(r"tf_stopgrad: this environment has TensorFlow 2\.14\.\d+, but tf_stopgrad "
-                     rf"supports TensorFlow {re.escape(supported_tensorflow.describe())}\. "
+    assert re.search(rf"tf_stopgrad: this environment has TensorFlow {re.escape(TOO_OLD)}\.\d+, "
+                     r"but tf_stopgrad supports TensorFlow "
+                     rf"{re.escape(supported_tensorflow.describe())}\. "
                      r"Upgrade TensorFlow first", output), output
     assert f'pip install --upgrade "{supported_tensorflow.requirement()}"' in output
     assert "Building wheel for tf_stopgrad" not in output, "it compiled before refusing"

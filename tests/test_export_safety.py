@@ -28,7 +28,6 @@ from workers.launch import run_worker
 import tf_stopgrad
 from tf_stopgrad import export
 
-pytestmark = pytest.mark.core
 
 TIMEOUT_S = 240
 PAUSE_WHILE_ENV = "_TF_STOPGRAD_EXPORT_PAUSE_WHILE"  # export.py's test hook

@@ -19,6 +19,8 @@ from support import as_bits, sample
 
 import tf_stopgrad
 
+pytestmark = pytest.mark.core
+
 PAIRS = {
     "stop": (tf_stopgrad.stop_gradient, tf.stop_gradient),
     "prevent": (

@@ -22,7 +22,7 @@ from workers.load_and_use import RELOAD_ACTIONS
 
 import tf_stopgrad
 
-pytestmark = [pytest.mark.stress, pytest.mark.core]
+pytestmark = pytest.mark.stress
 
 WORKER = str(Path(__file__).resolve().parent / "workers" / "load_and_use.py")
 INSTALLED_PACKAGE = Path(tf_stopgrad.__file__).resolve().parent
@@ -144,6 +144,7 @@ def reload_records(tmp_path_factory):
     return {record["action"]: record for record in finished.records()}
 
 
+@pytest.mark.core
 @pytest.mark.parametrize("action", list(RELOAD_ACTIONS))
 def test_loading_again_is_harmless(action, reload_records):
     record = reload_records[action]
@@ -166,6 +167,7 @@ def damaged_copies(tmp_path_factory):
     }
 
 
+@pytest.mark.core
 @pytest.mark.parametrize("name", list(DAMAGES))
 def test_damaged_install_gives_import_error_with_the_remedy(name, damaged_copies):
     package, finished = damaged_copies[name]

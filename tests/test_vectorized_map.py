@@ -9,6 +9,8 @@ from support import OP_PAIRS, PREVENT_MESSAGE
 
 import tf_stopgrad
 
+pytestmark = pytest.mark.core
+
 FALLBACK_LOG = "Using a while_loop for converting"
 LOOP_OPS = {"While", "StatelessWhile"}
 ours_prevent, builtin_prevent = OP_PAIRS["prevent_gradient"]
