@@ -90,12 +90,17 @@ def _eager(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
     ctx = _compat.context()
     op_library = tf.load_op_library(tf_stopgrad.library_path())
     ours_op = tf_stopgrad.STOP_GRADIENT_OP
+    prevent_op = tf_stopgrad.PREVENT_GRADIENT_OP
     group = TimedGroup(
         "eager",
         {
             "ours": lambda: tf_stopgrad.stop_gradient(small),
             "builtin": lambda: tf.stop_gradient(small),
+            "ours_prevent": lambda: tf_stopgrad.prevent_gradient(small),
             "ours_fast_path": lambda: _compat.fast_path_execute(ctx, ours_op, None, small),
+            "ours_prevent_fast_path": lambda: _compat.fast_path_execute(
+                ctx, prevent_op, None, small, "message", ""
+            ),
             "builtin_fast_path": lambda: _compat.fast_path_execute(
                 ctx, "StopGradient", None, small
             ),
@@ -115,6 +120,20 @@ def _eager(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
 
     return group, [
         Comparison("Eager call, no tape", group.name, "ours", "builtin", 0.8, above_floor),
+        Comparison(
+            "Eager stop_gradient against its floor (TFE_Py_FastPathExecute of our op)",
+            group.name,
+            "ours",
+            "ours_fast_path",
+            1.1,
+        ),
+        Comparison(
+            "Eager prevent_gradient against its floor (TFE_Py_FastPathExecute of our op)",
+            group.name,
+            "ours_prevent",
+            "ours_prevent_fast_path",
+            1.1,
+        ),
         Comparison(
             "Floor: TFE_Py_FastPathExecute direct",
             group.name,

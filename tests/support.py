@@ -1,14 +1,22 @@
-"""Helpers shared by the core tests: sample data per dtype, bitwise comparison, buffer address,
-the built-in PreventGradient as a function, and our ops paired with the built-ins."""
+"""Helpers shared by the tests: the checkout's root, sample data per dtype, bitwise comparison
+and buffer address (the package's own, which its self-check uses too), the built-in
+PreventGradient as a function, and our ops paired with the built-ins."""
 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
 import tf_stopgrad
+from tf_stopgrad.__main__ import as_bits
+from tf_stopgrad._compat import buffer_address
+
+__all__ = ["as_bits", "buffer_address"]  # the package's own, shared with its self-check
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 NUMERIC_DTYPES = [
     tf.float16, tf.bfloat16, tf.float32, tf.float64,
@@ -41,18 +49,6 @@ def sample(dtype: tf.DType, shape: tuple[int, ...], seed: int = 0) -> tf.Tensor:
     itemsize = np.dtype(dtype.as_numpy_dtype).itemsize
     raw = rng.integers(0, 256, size=count * itemsize, dtype=np.uint8)
     return tf.constant(raw.view(dtype.as_numpy_dtype).reshape(shape))
-
-
-def as_bits(tensor: tf.Tensor) -> tuple:
-    """Everything that identifies a tensor's value exactly: dtype, shape and raw bytes."""
-    array = np.asarray(tensor.numpy(), dtype=object if tensor.dtype == tf.string else None)
-    payload = array.tolist() if array.dtype == object else array.tobytes()
-    return tensor.dtype, tuple(tensor.shape), payload
-
-
-def buffer_address(tensor: tf.Tensor) -> int:
-    """Address of the tensor's data (``.numpy()`` would copy; ``_numpy()`` does not)."""
-    return tensor._numpy().__array_interface__["data"][0]
 
 
 def builtin_prevent_gradient(x, message="", name=None):

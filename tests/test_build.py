@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 import tensorflow as tf
+from support import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "build_backend"))
-import supported_tensorflow  # noqa: E402
-import tensorflow_config  # noqa: E402
+import supported_tensorflow
+import tensorflow_config
 
 CONFIGURE_TIMEOUT_S = 180
 

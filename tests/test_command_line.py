@@ -6,12 +6,11 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from support import REPO_ROOT
 from tf_stopgrad.examples._cli import LOG_LINES, Progress
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 # TensorFlow's C++ log lines: absl's format ("E0000 00:00:1795... 123 cuda_platform.cc:52]"),
 # absl's note before it is initialized, and TSL's older format ("2026-11-22 12:13:50.938536:
 # I external/local_tsl/tsl/cuda/cudart_stub.cc:31]").
@@ -38,22 +37,84 @@ def test_main_job_prints_no_tensorflow_log_lines_by_default():
     assert not TF_LOG_LINE.search(result.stdout + result.stderr), result.stderr
 
 
-def test_tf_logs_flag_shows_tensorflow_log_lines():
-    result = run_command("--tf-logs", "--help")
-    assert result.returncode == 0, result.stderr
-    assert TF_LOG_LINE.search(result.stderr), "TensorFlow logs at import on this machine"
-    assert "--tf-logs" in result.stdout
+# Makes TensorFlow's C++ code log a line at exit, whatever it logs at import on a machine:
+# with device placement logging on, running an op logs at INFO where it ran.
+LOG_AT_EXIT = """
+import atexit
+
+def log_a_line():
+    import tensorflow as tf
+    tf.debugging.set_log_device_placement(True)
+    tf.constant(1.0) + 1.0
+
+atexit.register(log_a_line)
+"""
+PLACEMENT_LOG_LINE = "Executing op AddV2 in device"
 
 
-def test_importing_the_package_leaves_tensorflow_logging_alone():
+def run_logging_at_exit(tmp_path, *interpreter_arguments: str) -> subprocess.CompletedProcess:
+    """Runs the interpreter in ``tmp_path``, where a script.py reports the log level the
+    user's code sees, and TensorFlow's C++ code logs a line at exit."""
+    (tmp_path / "sitecustomize.py").write_text(LOG_AT_EXIT)
+    (tmp_path / "script.py").write_text(
+        "import os, tf_stopgrad; print(os.environ.get('TF_CPP_MIN_LOG_LEVEL'))"
+    )
     env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
-    script = "import os, tf_stopgrad; print(os.environ.get('TF_CPP_MIN_LOG_LEVEL'))"
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=REPO_ROOT.parent, env=env, capture_output=True, text=True, timeout=300,
+    env["PYTHONPATH"] = str(tmp_path)
+    return subprocess.run(
+        [sys.executable, *interpreter_arguments],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("interpreter_arguments", "quiet"),
+    [
+        (["-m", "tf_stopgrad", "--help"], True),
+        (["-mtf_stopgrad", "--help"], True),
+        (["-B", "-m", "tf_stopgrad", "--help"], True),
+        (["-m", "tf_stopgrad", "--tf-logs", "--help"], False),
+        (["script.py", "-m", "tf_stopgrad"], False),
+        (["-m", "script", "-m", "tf_stopgrad"], False),
+    ],
+)
+def test_only_the_command_without_tf_logs_hides_tensorflow_log_lines(
+    interpreter_arguments, quiet, tmp_path
+):
+    result = run_logging_at_exit(tmp_path, *interpreter_arguments)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "None"
+    assert (PLACEMENT_LOG_LINE not in result.stderr) == quiet, result.stderr
+    if "--help" in interpreter_arguments:
+        assert "--tf-logs" in result.stdout
+    else:
+        # Placement logging also prints the placements to stdout, after the script's line.
+        assert result.stdout.splitlines()[0] == "None", "the user's TensorFlow logging changed"
+
+
+@pytest.mark.parametrize(
+    ("command_line", "module"),
+    [
+        (["python", "-m", "tf_stopgrad"], "tf_stopgrad"),
+        (["python", "-mtf_stopgrad", "bench"], "tf_stopgrad"),
+        (["python", "-Im", "tf_stopgrad"], "tf_stopgrad"),
+        (["python", "-Imtf_stopgrad.__main__"], "tf_stopgrad.__main__"),
+        (["python", "-X", "dev", "-W", "error", "-m", "tf_stopgrad"], "tf_stopgrad"),
+        (["python", "-Xdev", "-Werror", "-m", "tf_stopgrad"], "tf_stopgrad"),
+        (["python", "--check-hash-based-pycs", "always", "-m", "tf_stopgrad"], "tf_stopgrad"),
+        (["python", "-m", "pytest", "-m", "tf_stopgrad"], "pytest"),
+        (["python", "train.py", "-m", "tf_stopgrad"], None),
+        (["python", "-c", "import tf_stopgrad", "-m", "tf_stopgrad"], None),
+        (["python", "-", "-m", "tf_stopgrad"], None),
+        (["python"], None),
+    ],
+)
+def test_the_module_a_command_line_runs_is_read_as_the_interpreter_reads_it(
+    command_line, module
+):
+    from tf_stopgrad._command_line import module_run_by
+
+    assert module_run_by(command_line) == module
+
 
 
 class FakeTerminal(io.StringIO):

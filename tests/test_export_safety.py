@@ -28,7 +28,6 @@ from workers.launch import run_worker
 import tf_stopgrad
 from tf_stopgrad import export
 
-
 TIMEOUT_S = 240
 PAUSE_WHILE_ENV = "_TF_STOPGRAD_EXPORT_PAUSE_WHILE"  # export.py's test hook
 STAGING = re.compile(r"\..*\.tf_stopgrad-export-[a-z0-9_]{8}")

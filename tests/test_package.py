@@ -11,17 +11,16 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 from packaging.requirements import Requirement
+from support import REPO_ROOT
 from tensorflow.core.protobuf import saved_model_pb2
 
 import tf_stopgrad
 from tf_stopgrad import _loader
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "build_backend"))
+sys.path.insert(0, str(REPO_ROOT / "build_backend"))
 import supported_tensorflow
 
 pytestmark = pytest.mark.core
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_version_flows_from_pyproject_into_the_build():

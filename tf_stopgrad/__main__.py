@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.framework import kernels
 
 import tf_stopgrad
+from tf_stopgrad import _compat
 from tf_stopgrad._command_line import SHOW_TF_LOGS_FLAG, native_stderr_captured
 from tf_stopgrad.examples import EXAMPLES
 
@@ -29,14 +29,12 @@ KERNEL_DEVICES = {
 }  # fmt: skip
 
 
-def _buffer_address(tensor: tf.Tensor) -> int:
-    return tensor._numpy().__array_interface__["data"][0]
-
-
-def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
-    if a.dtype != b.dtype or a.shape != b.shape:
-        return False
-    return a.tolist() == b.tolist() if a.dtype == object else a.tobytes() == b.tobytes()
+def as_bits(tensor: tf.Tensor) -> tuple:
+    """Everything that identifies a tensor's value exactly: dtype, shape and raw bytes (NaN
+    payloads and -0.0 included)."""
+    array = np.asarray(tensor.numpy(), dtype=object if tensor.dtype == tf.string else None)
+    payload = array.tolist() if array.dtype == object else array.tobytes()
+    return tensor.dtype, tuple(tensor.shape), payload
 
 
 def _check_forward_identical() -> bool:
@@ -47,10 +45,8 @@ def _check_forward_identical() -> bool:
         np.array([True, False]),
     ]
     return all(
-        _same_values(
-            tf_stopgrad.stop_gradient(tf.constant(sample)).numpy(),
-            tf.stop_gradient(tf.constant(sample)).numpy(),
-        )
+        as_bits(tf_stopgrad.stop_gradient(tf.constant(sample)))
+        == as_bits(tf.stop_gradient(tf.constant(sample)))
         for sample in samples
     )
 
@@ -74,7 +70,7 @@ def _check_jit_compile() -> bool:
 
 def _check_zero_copy() -> bool:
     x = tf.random.uniform([1 << 16])
-    return _buffer_address(tf_stopgrad.stop_gradient(x)) == _buffer_address(x)
+    return _compat.buffer_address(tf_stopgrad.stop_gradient(x)) == _compat.buffer_address(x)
 
 
 SELF_CHECKS: dict[str, Callable[[], bool]] = {
@@ -86,7 +82,7 @@ SELF_CHECKS: dict[str, Callable[[], bool]] = {
 
 
 def _devices_with_kernels(op_type: str) -> list[str]:
-    registered = {k.device_type for k in kernels.get_registered_kernels_for_op(op_type).kernel}
+    registered = _compat.kernel_device_types(op_type)
     return [label for device, label in KERNEL_DEVICES.items() if device in registered]
 
 

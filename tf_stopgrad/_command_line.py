@@ -19,13 +19,44 @@ from pathlib import Path
 SHOW_TF_LOGS_FLAG = "--tf-logs"
 
 
+COMMAND_MODULES = ("tf_stopgrad", "tf_stopgrad.__main__")
+# The interpreter's options that take the next word as their argument when given alone.
+_OPTIONS_WITH_ARGUMENT = {"-W", "-X", "--check-hash-based-pycs"}
+
+
 def running_as_command() -> bool:
     """Whether this process is ``python -m tf_stopgrad ...`` or the ``tf_stopgrad`` script."""
-    command = getattr(sys, "orig_argv", [])  # Python >= 3.10
-    for index, arg in enumerate(command[:-1]):
-        if arg == "-m":
-            return command[index + 1] in ("tf_stopgrad", "tf_stopgrad.__main__")
-    return bool(sys.argv) and Path(sys.argv[0]).name == "tf_stopgrad"
+    if sys.argv and Path(sys.argv[0]).name == "tf_stopgrad":
+        return True
+    # While -m imports the module's package, sys.argv[0] is "-m"; orig_argv (Python 3.10+)
+    # then says which module.
+    if not sys.argv or sys.argv[0] != "-m":
+        return False
+    command_line = getattr(sys, "orig_argv", None)
+    return command_line is None or module_run_by(command_line) in COMMAND_MODULES
+
+
+def module_run_by(command_line: list[str]) -> str | None:
+    """The module that an interpreter command line runs with ``-m``, read the way the
+    interpreter reads its options (``-m mod``, ``-mmod``, ``-Im mod``); None for a script,
+    ``-c`` or standard input."""
+    words = iter(command_line[1:])
+    for word in words:
+        if word in _OPTIONS_WITH_ARGUMENT:
+            next(words, None)
+            continue
+        if word.startswith("--") and word != "--":
+            continue
+        if not word.startswith("-") or word in ("-", "--"):
+            return None
+        for index, flag in enumerate(word[1:], start=1):
+            if flag == "m":
+                return word[index + 1 :] or next(words, None)
+            if flag == "c":
+                return None
+            if flag in "WX":  # its argument is the rest of this word
+                break
+    return None
 
 
 _quiet = False

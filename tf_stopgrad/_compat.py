@@ -14,6 +14,7 @@ from tensorflow.python.eager import context as _context
 from tensorflow.python.eager import core as _core
 from tensorflow.python.eager import record as _record
 from tensorflow.python.framework import composite_tensor as _composite_tensor
+from tensorflow.python.framework import kernels as _kernels
 from tensorflow.python.framework import op_def_registry as _op_def_registry
 from tensorflow.python.framework import ops as _ops
 from tensorflow.python.ops.parallel_for import pfor as _pfor
@@ -28,6 +29,13 @@ is_resource_variable = _pywrap_utils.IsResourceVariable
 
 context = _context.context
 executing_eagerly = _context.executing_eagerly
+
+
+def eager_context():
+    """The eager context if this thread executes eagerly, else None; checked the way
+    TensorFlow's generated op wrappers check it, the cheapest way there is."""
+    ctx = _context._context or _context.context()
+    return ctx if ctx._thread_local_data.is_eager else None
 
 # Runs one op eagerly from C++, recording it on any active tape: (ctx, op_type, name, *inputs,
 # *attr_name_value_pairs). The generated op wrappers call the same function.
@@ -46,6 +54,16 @@ registered_op_def = _op_def_registry.get
 write_saved_model_fingerprint = _fingerprinting_utils.write_fingerprint
 
 is_dtensor = _dtensor_api.is_dtensor
+
+
+def buffer_address(tensor) -> int:
+    """The address of an eager tensor's data (``.numpy()`` would copy it; ``_numpy()`` does not)."""
+    return tensor._numpy().__array_interface__["data"][0]
+
+
+def kernel_device_types(op_type: str) -> set[str]:
+    """The device types (``CPU``, ``GPU``, ``XLA_CPU_JIT``, ...) with a kernel for ``op_type``."""
+    return {kernel.device_type for kernel in _kernels.get_registered_kernels_for_op(op_type).kernel}
 
 
 def dtensor_device_exists() -> bool:

@@ -178,14 +178,22 @@ _PREVENT = _Op(
 
 
 def _apply(op: _Op, input: Any, name: str | None, *attrs: Any) -> Any:
-    """Run ``op`` on ``input``; ``attrs`` are the op's attributes as name, value, name, ..."""
+    """Run ``op`` on ``input``; ``attrs`` are the op's attributes as name, value, name, ...
+
+    The common case comes first, with the fewest steps: an eager tensor, executed eagerly,
+    that is not handed to the built-in op (while exporting, or a DTensor)."""
+    if type(input) is _compat.EagerTensor and not _builtin_ops_requested:
+        ctx = _compat.eager_context()
+        if ctx is not None and not (_compat.dtensor_device_exists() and _compat.is_dtensor(input)):
+            try:
+                if op.tapes_record_it or _compat.no_tape_can_record():
+                    return _compat.fast_path_execute(ctx, op.op_type, None, input, *attrs)
+                with _compat.stop_recording():
+                    return _compat.fast_path_execute(ctx, op.op_type, None, input, *attrs)
+            except _compat.NotOkStatus as status:
+                _compat.raise_from_not_ok_status(status, None)
     if _emits_builtin_op(input):
         return op.builtin(input=input, name=name, **_as_keywords(attrs))
-    if type(input) is _compat.EagerTensor and _compat.executing_eagerly():
-        if op.tapes_record_it or _compat.no_tape_can_record():
-            return _execute_eagerly(op.op_type, input, *attrs)
-        with _compat.stop_recording():
-            return _execute_eagerly(op.op_type, input, *attrs)
     if _is_composite(input):
         return tf.nest.map_structure(
             lambda component: _apply(op, component, None, *attrs), input, expand_composites=True
@@ -212,13 +220,6 @@ def _emits_builtin_op(input: Any) -> bool:
     return (_builtin_ops_requested or _dtensor.should_use_builtin(input)) and not _is_composite(
         input
     )
-
-
-def _execute_eagerly(op_type: str, tensor: tf.Tensor, *attrs: Any) -> tf.Tensor:
-    try:
-        return _compat.fast_path_execute(_compat.context(), op_type, None, tensor, *attrs)
-    except _compat.NotOkStatus as status:
-        _compat.raise_from_not_ok_status(status, None)
 
 
 def _is_composite(value: Any) -> bool:
