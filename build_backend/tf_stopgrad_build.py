@@ -28,6 +28,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -73,7 +74,8 @@ class _Plan:
         settings = dict(config_settings or {})
         requested = settings.pop(RELEASES_SETTING, None)
         self.skbuild_settings = settings
-        self.compiler = _working_cxx_compiler()
+        self.compiler_command = _working_cxx_compiler()
+        self.compiler = shlex.join(self.compiler_command)
         self.portable = requested is not None
         if self.portable:
             self.minors = _parse_releases(requested)
@@ -116,27 +118,31 @@ def _fail(message: str) -> SystemExit:
     return SystemExit(f"\ntf_stopgrad: {message}\n")
 
 
-def _working_cxx_compiler() -> str:
-    """The first C++ compiler that compiles a C++17 program: $CXX, or c++, g++, clang++."""
+def _working_cxx_compiler() -> list[str]:
+    """The first C++ compiler command that compiles a C++17 program: $CXX, or c++, g++,
+    clang++. $CXX may hold several words (``ccache g++``): CMake, which reads $CXX itself,
+    runs the first with the others as its first arguments, and so does the probe."""
     candidates = [os.environ["CXX"]] if os.environ.get("CXX") else ["c++", "g++", "clang++"]
     tried = []
     for candidate in candidates:
-        path = shutil.which(candidate.split()[0])
+        program, *arguments = shlex.split(candidate)
+        path = shutil.which(program)
         if path is None:
-            tried.append(f"{candidate} (not found)")
+            tried.append(f"{candidate} ({program} not found)")
             continue
+        command = [path, *arguments]
         with tempfile.TemporaryDirectory() as scratch:
             try:
                 compiled = subprocess.run(
-                    [path, "-std=c++17", "-x", "c++", "-", "-o", os.path.join(scratch, "probe")],
+                    [*command, "-std=c++17", "-x", "c++", "-", "-o", f"{scratch}/probe"],
                     input="#include <string_view>\nint main() { return 0; }\n",
                     capture_output=True, text=True, timeout=120,
                 )  # fmt: skip
                 if compiled.returncode == 0:
-                    return path
+                    return command
             except (OSError, subprocess.TimeoutExpired):
                 pass
-        tried.append(f"{path} (cannot compile C++17)")
+        tried.append(f"{candidate} (cannot compile C++17)")
     raise _fail(
         "building from source needs a C++17 compiler, and none works here. Tried: "
         f"{', '.join(tried)}. Install one (Debian/Ubuntu: apt-get install g++; "
@@ -220,7 +226,8 @@ def _build_settings(plan: _Plan):
         # scikit-build-core expands {wheel_tag}-style fields in it.
         settings["build-dir"] = str(build_dir).replace("{", "{{").replace("}", "}}")
         settings["cmake.define.TF_STOPGRAD_RELEASES"] = str(releases_file)
-        settings["cmake.define.CMAKE_CXX_COMPILER"] = plan.compiler
+        if len(plan.compiler_command) == 1:  # else CMake reads $CXX itself, words and all
+            settings["cmake.define.CMAKE_CXX_COMPILER"] = plan.compiler_command[0]
         yield settings
 
 

@@ -182,7 +182,8 @@ def test_builds_for_different_tensorflow_releases_never_share_a_build_directory(
 
     def build_dir(release):
         plan = tf_stopgrad_build._Plan.__new__(tf_stopgrad_build._Plan)
-        plan.skbuild_settings, plan.compiler = {}, "/usr/bin/c++"
+        plan.skbuild_settings, plan.compiler_command = {}, ["/usr/bin/c++"]
+        plan.compiler = plan.compiler_command[0]
         monkeypatch.setattr(plan, "describe_releases", lambda: [release], raising=False)
         with tf_stopgrad_build._build_settings(plan) as settings:
             return settings["cmake.define.TF_STOPGRAD_RELEASES"]
@@ -259,6 +260,23 @@ def hidden_compilers(tmp_path: Path) -> dict[str, str]:
                PIP_DISABLE_PIP_VERSION_CHECK="1")  # fmt: skip
     env.pop("CXX", None)
     return env
+
+
+@pytest.mark.parametrize(
+    ("cxx", "found"),
+    [("g++", True), ("env g++", True), ("env CCACHE_DISABLE=1 g++", True),
+     ("env no-such-compiler", False), ("no-such-compiler g++", False)],
+)  # fmt: skip
+def test_a_cxx_of_several_words_is_probed_as_cmake_runs_it(cxx, found, monkeypatch):
+    import tf_stopgrad_build
+
+    monkeypatch.setenv("CXX", cxx)
+    if found:
+        command = tf_stopgrad_build._working_cxx_compiler()
+        assert [Path(command[0]).name, *command[1:]] == cxx.split()
+    else:
+        with pytest.raises(SystemExit, match=rf"Tried: {re.escape(cxx)} \("):
+            tf_stopgrad_build._working_cxx_compiler()
 
 
 @pytest.mark.core

@@ -77,12 +77,28 @@ def test_tensorflow_without_a_library_is_refused_with_the_build_command(runtime,
     monkeypatch.setattr(tf, "__version__", runtime)
     with pytest.raises(
         ImportError,
-        match=r"has op libraries for TensorFlow 2\.15-2\.21, but TensorFlow "
+        match=r"has op libraries for TensorFlow 2\.15, 2\.21, but TensorFlow "
         + re.escape(runtime)
         + r" is installed.*Build tf_stopgrad for this TensorFlow: pip install --force-reinstall "
         r"--no-deps --no-cache-dir",
     ):
         _loader.load_op_library()
+
+
+@pytest.mark.parametrize(
+    ("minors", "described"),
+    [
+        (["2.21"], "2.21.0"),
+        (["2.15", "2.16", "2.17", "2.18", "2.19", "2.20", "2.21"], "2.15-2.21"),
+        (["2.15", "2.18"], "2.15, 2.18"),
+        (["2.18", "2.15", "2.16"], "2.15-2.16, 2.18"),
+        (["2.15", "2.16", "2.18", "2.19", "2.21"], "2.15-2.16, 2.18-2.19, 2.21"),
+    ],
+)
+def test_the_releases_a_build_covers_are_named_without_gaps_merged(minors, described, monkeypatch):
+    libraries = {minor: {"tf_version": f"{minor}.0"} for minor in minors}
+    monkeypatch.setattr(_loader, "build_record", lambda: {"libraries": libraries})
+    assert _loader.covered_releases() == described
 
 
 def test_patch_release_of_the_same_minor_gets_that_minors_library(monkeypatch):

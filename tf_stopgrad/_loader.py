@@ -77,12 +77,21 @@ def _libraries_by_minor() -> dict[str, dict[str, Any]]:
 
 def covered_releases() -> str:
     """The TensorFlow releases this install has op libraries for: ``2.21.0`` for a source
-    build, ``2.15-2.21`` for the wheel that serves them all."""
+    build, ``2.15-2.21`` for the wheel that serves them all, ``2.15, 2.18`` or
+    ``2.15-2.16, 2.18`` for a wheel built for some of them."""
     libraries = _libraries_by_minor()
     if len(libraries) == 1:
         return next(iter(libraries.values()))["tf_version"]
-    minors = list(libraries)
-    return f"{minors[0]}-{minors[-1]}"
+    runs: list[list[tuple[int, int]]] = []
+    for major, minor in (tuple(map(int, key.split("."))) for key in libraries):
+        if runs and runs[-1][-1] == (major, minor - 1):
+            runs[-1].append((major, minor))
+        else:
+            runs.append([(major, minor)])
+    return ", ".join(
+        "{}.{}".format(*run[0]) + ("-{}.{}".format(*run[-1]) if len(run) > 1 else "")
+        for run in runs
+    )
 
 
 def _library_for(tf_version: str) -> dict[str, Any]:
