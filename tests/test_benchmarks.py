@@ -59,9 +59,13 @@ def test_command_line_prints_the_table_and_saves_the_chart(tmp_path: Path, capsy
     assert chart.stat().st_size > 0
 
 
-def test_command_line_rejects_zero_rounds():
-    with pytest.raises(SystemExit):
+def test_command_line_rejects_zero_rounds(capsys):
+    with pytest.raises(SystemExit) as exited:
         bench.main(["--rounds", "0"])
+    assert exited.value.code == 2  # argparse's usage error
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        "error: --rounds must be at least 1"
+    )
 
 
 def test_export_benchmark_measures_both_steps_on_a_tiny_model(capsys):

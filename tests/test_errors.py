@@ -64,8 +64,9 @@ def test_bad_input_raises_the_builtins_type_and_says_what_to_pass(function_name,
 
 
 # The rule for a PreventGradient message is one, whichever entry point is given it.
+# Each gives the function that applies the op with a message.
 MESSAGE_ENTRY_POINTS = {
-    "prevent_gradient": lambda message: tf_stopgrad.prevent_gradient(tf.constant(1.0), message),
+    "prevent_gradient": lambda message: lambda x: tf_stopgrad.prevent_gradient(x, message),
     "keras.PreventGradient": lambda message: tf_stopgrad.keras.PreventGradient(message),
 }
 
@@ -74,18 +75,30 @@ MESSAGE_ENTRY_POINTS = {
 @pytest.mark.parametrize("message", [3, ["a"], 1.5, {"why": "x"}], ids=repr)
 def test_message_that_is_not_text_is_refused_alike_by_every_entry_point(message, entry_point):
     expected = (
-        f"PreventGradient's message must be a str, got {type(message).__name__} "
+        f"PreventGradient's message must be text (str or bytes) or None, got "
+        f"{type(message).__name__} "
         f"({message!r}). Pass the reason as text, e.g. message='sampled value'."
     )
     with pytest.raises(TypeError, match=f"^{re.escape(expected)}$") as error:
-        MESSAGE_ENTRY_POINTS[entry_point](message)
+        MESSAGE_ENTRY_POINTS[entry_point](message)(tf.constant(1.0))
     assert error.type is TypeError
 
 
 @pytest.mark.parametrize("entry_point", sorted(MESSAGE_ENTRY_POINTS))
 @pytest.mark.parametrize("message", ["text", b"bytes", None], ids=repr)
-def test_text_bytes_or_none_is_accepted_by_every_entry_point(message, entry_point):
-    MESSAGE_ENTRY_POINTS[entry_point](message)
+def test_text_bytes_or_none_gives_the_message_the_builtin_op_gets(message, entry_point):
+    function = MESSAGE_ENTRY_POINTS[entry_point](message)
+    ours = tf.function(function).get_concrete_function(tf.TensorSpec([1]))
+    builtin = tf.function(
+        lambda x: builtin_prevent_gradient(x, message=message)
+    ).get_concrete_function(tf.TensorSpec([1]))
+
+    def messages(concrete, op_type):
+        return [node.attr["message"].s for node in concrete.graph.as_graph_def().node
+                if node.op == op_type]  # fmt: skip
+
+    assert messages(ours, tf_stopgrad.PREVENT_GRADIENT_OP) == messages(builtin, "PreventGradient")
+    assert len(messages(builtin, "PreventGradient")) == 1
 
 
 def test_none_message_means_empty_like_builtin():

@@ -67,7 +67,7 @@ def test_prevent_gradient_config_holds_the_message():
 
 
 def test_prevent_gradient_rejects_a_non_string_message():
-    with pytest.raises(TypeError, match="message must be a str, got int"):
+    with pytest.raises(TypeError, match=r"message must be text \(str or bytes\) or None, got int"):
         PreventGradient(3)
 
 

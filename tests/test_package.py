@@ -12,7 +12,6 @@ import pytest
 import tensorflow as tf
 from packaging.requirements import Requirement
 from support import REPO_ROOT
-from tensorflow.core.protobuf import saved_model_pb2
 
 import tf_stopgrad
 from tf_stopgrad import _loader
@@ -180,36 +179,6 @@ def test_main_job_help_describes_every_subcommand(tmp_path):
     assert result.returncode == 0
     for subcommand in ("demo", "bench", "export"):
         assert subcommand in result.stdout
-
-
-def test_export_subcommand_writes_a_saved_model_of_builtin_ops_that_loads(tmp_path):
-    source, exported = tmp_path / "source", tmp_path / "exported"
-    module = tf.Module()
-    module.double_stopped = tf.function(
-        lambda x: 2.0 * tf_stopgrad.stop_gradient(x),
-        input_signature=[tf.TensorSpec([None], tf.float32)],
-    )
-    tf.saved_model.save(module, str(source))
-
-    result = subprocess.run(
-        [sys.executable, "-m", "tf_stopgrad", "export", str(source), str(exported)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.startswith(f"Rewrote 1 tf_stopgrad node(s) of {source} to TensorFlow's")
-    assert op_types_in_saved_model(exported) >= {"StopGradient"}
-    assert not {op for op in op_types_in_saved_model(exported) if op.startswith("TfStopgrad>")}
-    loaded = tf.saved_model.load(str(exported))
-    assert loaded.double_stopped(tf.constant([1.0, -2.0])).numpy().tolist() == [2.0, -4.0]
-
-
-def op_types_in_saved_model(directory: Path) -> set[str]:
-    saved_model = saved_model_pb2.SavedModel()
-    saved_model.ParseFromString((directory / "saved_model.pb").read_bytes())
-    graph = saved_model.meta_graphs[0].graph_def
-    nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
-    return {node.op for node in nodes}
 
 
 def test_readme_compatibility_table_has_one_row_per_supported_minor():

@@ -133,7 +133,8 @@ def _checked_message(message: Any) -> str | bytes:
         return ""
     if not isinstance(message, (str, bytes)):
         raise TypeError(
-            f"PreventGradient's message must be a str, got {type(message).__name__} "
+            f"PreventGradient's message must be text (str or bytes) or None, got "
+            f"{type(message).__name__} "
             f"({message!r}). Pass the reason as text, e.g. message='sampled value'."
         )
     return message
