@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "op_names.h"
-#include "absl/strings/string_view.h"
 #include "tensorflow/core/common_runtime/optimization_registry.h"
 #include "tensorflow/core/framework/function.h"
 #include "tensorflow/core/framework/function.pb.h"
@@ -28,12 +27,6 @@ using ::tensorflow::FunctionDef;
 using ::tensorflow::FunctionLibraryDefinition;
 using ::tensorflow::Graph;
 using ::tensorflow::Node;
-
-const char* BuiltinTypeFor(absl::string_view op_type) {
-  if (op_type == kStopGradientOp) return "StopGradient";
-  if (op_type == kPreventGradientOp) return "PreventGradient";
-  return nullptr;
-}
 
 absl::Status ReplaceWithBuiltin(Graph* graph, Node* node, const char* builtin_type) {
   tensorflow::NodeDef def = node->def();

@@ -4,7 +4,6 @@
 // here includes xla_op_kernel.h, whose include chain reaches XLA's StreamExecutor headers
 // (TensorFlow 2.19's wheels ship those incomplete).
 #include <string>
-#include <utility>
 
 #include "forward_input_kernel.h"
 #include "op_names.h"
@@ -42,9 +41,7 @@ bool HasKernelOn(const std::string& op, const std::string& device_type) {
 // the built-in op's compilation kernels already exist: register ours with the same device
 // and type constraints.
 void RegisterMissedXlaCompilationKernels() {
-  const std::pair<const char*, const char*> ours_and_builtin[] = {
-      {kStopGradientOp, "StopGradient"}, {kPreventGradientOp, "PreventGradient"}};
-  for (const auto& [ours, builtin] : ours_and_builtin) {
+  for (const auto& [ours, builtin] : kPluginOps) {
     const tensorflow::KernelList builtin_kernels = tensorflow::GetRegisteredKernelsForOp(builtin);
     for (const KernelDef& builtin_def : builtin_kernels.kernel()) {
       const std::string& device = builtin_def.device_type();

@@ -2,8 +2,10 @@
 
 import doctest
 import importlib.metadata
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +40,40 @@ def test_build_record_matches_the_running_tensorflow():
         tf_stopgrad.STOP_GRADIENT_OP,
         tf_stopgrad.PREVENT_GRADIENT_OP,
     )
+
+
+PRINT_OP_TABLE = r"""
+#include <cstdio>
+#include "op_names.h"
+int main() {
+  std::printf("{\"stop_gradient_op\": \"%s\", \"prevent_gradient_op\": \"%s\", "
+              "\"builtin_op_types\": {", tf_stopgrad::kStopGradientOp,
+              tf_stopgrad::kPreventGradientOp);
+  const char* separator = "";
+  for (const auto& op : tf_stopgrad::kPluginOps) {
+    std::printf("%s\"%s\": \"%s\"", separator, op.type, op.builtin_type);
+    separator = ", ";
+  }
+  std::printf("}}\n");
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ on PATH")
+def test_the_op_table_python_uses_is_the_one_cc_op_names_h_defines(tmp_path):
+    # CMake reads cc/op_names.h with regular expressions into the build record; the compiler
+    # reads it as C++. Both must see the same table.
+    (tmp_path / "print_op_table.cc").write_text(PRINT_OP_TABLE)
+    subprocess.run(
+        ["g++", "-std=c++17", f"-I{REPO_ROOT / 'cc'}", "print_op_table.cc", "-o", "print"],
+        cwd=tmp_path, check=True, timeout=120,
+    )  # fmt: skip
+    compiled = json.loads(subprocess.run([str(tmp_path / "print")], capture_output=True,
+                                         text=True, check=True).stdout)  # fmt: skip
+    record = _loader.build_record()
+    assert {key: record[key] for key in compiled} == compiled
+    assert compiled["builtin_op_types"] == tf_stopgrad.ops.BUILTIN_OP_TYPES
+    assert set(compiled["builtin_op_types"].values()) == {"StopGradient", "PreventGradient"}
 
 
 def test_op_names_are_namespaced_not_the_builtin_names():

@@ -52,6 +52,7 @@ def build_info() -> dict[str, Any]:
         "tf_versions": [entry["tf_version"] for entry in _libraries_by_minor().values()],
         "stop_gradient_op": record["stop_gradient_op"],
         "prevent_gradient_op": record["prevent_gradient_op"],
+        "builtin_op_types": record["builtin_op_types"],
     }
 
 

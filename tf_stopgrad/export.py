@@ -49,10 +49,6 @@ WRITTEN_ANEW = (SAVED_MODEL_FILE, SAVED_MODEL_TEXT_FILE, FINGERPRINT_FILE)  # no
 # A test hook (tests/test_export_safety.py): the export waits, staged but not yet renamed,
 # while the file this names exists.
 _PAUSE_WHILE_ENV = "_TF_STOPGRAD_EXPORT_PAUSE_WHILE"
-BUILTIN_OP_TYPES = {
-    ops.STOP_GRADIENT_OP: "StopGradient",
-    ops.PREVENT_GRADIENT_OP: "PreventGradient",
-}
 
 
 def to_builtin_graph_def(
@@ -83,7 +79,7 @@ def to_builtin_graph_def(
 
 def count_plugin_nodes(graph_def: graph_pb2.GraphDef) -> int:
     """How many nodes of ``graph_def`` and its function library use the plugin's ops."""
-    return sum(node.op in BUILTIN_OP_TYPES for node in _all_nodes(graph_def))
+    return sum(node.op in ops.BUILTIN_OP_TYPES for node in _all_nodes(graph_def))
 
 
 def to_builtin_saved_model(src_dir: PathLike, dst_dir: PathLike, *, inference: bool = False) -> int:
@@ -182,7 +178,7 @@ def _rewrite_graph(graph_def: graph_pb2.GraphDef, inference: bool) -> tuple[int,
     the op types the graph's nodes use afterwards."""
     rewritten, used = 0, set()
     for node in _all_nodes(graph_def):
-        builtin = BUILTIN_OP_TYPES.get(node.op)
+        builtin = ops.BUILTIN_OP_TYPES.get(node.op)
         if builtin is not None:
             rewritten += 1
             node.op = "Identity" if inference else builtin

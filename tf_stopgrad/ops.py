@@ -16,6 +16,8 @@ from ._loader import build_info, load_op_library
 _generated = load_op_library()
 STOP_GRADIENT_OP: str = build_info()["stop_gradient_op"]
 PREVENT_GRADIENT_OP: str = build_info()["prevent_gradient_op"]
+# Each op type and the built-in op it stands for: cc/op_names.h's table, through the build record.
+BUILTIN_OP_TYPES: dict[str, str] = build_info()["builtin_op_types"]
 
 Composite = Union[tf.RaggedTensor, tf.SparseTensor, tf.IndexedSlices]
 TensorInput = Union[
@@ -154,7 +156,6 @@ class _Op:
     builtin: Callable[..., Any]  # tf.raw_ops' function of the built-in op
     generated: Callable[..., Any]  # the op library's wrapper, for graphs
     api_name: str
-    default_node_name: str  # the built-in's, so code that finds tensors by name works unchanged
     # PreventGradient must be seen by tapes to refuse the gradient; StopGradient's gradient is
     # always None, and like the built-in it keeps tapes from holding on to its output.
     tapes_record_it: bool
@@ -165,7 +166,6 @@ _STOP = _Op(
     tf.raw_ops.StopGradient,
     _generated.tf_stopgrad_stop_gradient,
     "stop_gradient",
-    "StopGradient",
     tapes_record_it=False,
 )
 _PREVENT = _Op(
@@ -173,7 +173,6 @@ _PREVENT = _Op(
     tf.raw_ops.PreventGradient,
     _generated.tf_stopgrad_prevent_gradient,
     "prevent_gradient",
-    "PreventGradient",
     tapes_record_it=True,
 )
 
@@ -200,7 +199,8 @@ def _apply(op: _Op, input: Any, name: str | None, *attrs: Any) -> Any:
             lambda component: _apply(op, component, None, *attrs), input, expand_composites=True
         )
     with _tapes_paused_for(op), _conversion_errors_explained(op.api_name, input):
-        node_name = op.default_node_name if name is None else name
+        # The built-in's default name, so code that finds tensors by name works unchanged.
+        node_name = BUILTIN_OP_TYPES[op.op_type] if name is None else name
         return op.generated(input, name=node_name, **_as_keywords(attrs))
 
 
