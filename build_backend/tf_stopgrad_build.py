@@ -247,8 +247,8 @@ def _delete_old_build_dirs() -> None:
 
 # --- reusing an identical build ----------------------------------------------------------
 
-# What goes into a wheel besides the build directory's inputs: the files that CMake compiles
-# and installs, and the Python packages (pyproject's wheel.packages) with the metadata files.
+# What goes into a wheel besides the build directory's inputs: the metadata files, the files
+# that CMake compiles and installs, and the Python packages (pyproject's wheel.packages).
 _WHEEL_SOURCES = ("pyproject.toml", "README.md", "CMakeLists.txt", "cc", "cmake", "build_backend")
 _PREVIOUS_WHEEL = "previous-wheel"
 
@@ -257,7 +257,7 @@ def _source_fingerprint() -> str:
     """A hash of every file a wheel is made from, so that an unchanged checkout is not
     compiled again (``pip install .`` then ``pip install ".[test]"``)."""
     with open(SOURCE_DIR / "pyproject.toml", "rb") as file:
-        packages = _toml_load(file)["tool"]["scikit-build"]["wheel"]["packages"].values()
+        packages = _toml_load(file)["tool"]["scikit-build"]["wheel"]["packages"]
     digest = hashlib.sha256()
     for top in sorted({*_WHEEL_SOURCES, *packages}):
         path = SOURCE_DIR / top

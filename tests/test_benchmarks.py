@@ -1,13 +1,14 @@
 """Smoke test of the benchmark: it runs with tiny settings and reports every case.
 
 Only behaviour is checked (one row per case, finite numbers, the CLI's output and chart);
-timings depend on the machine and its load, and their targets live in benchmarks/.
+timings depend on the machine and its load, and their targets live in tf_stopgrad/benchmarks/.
 """
 
 import math
 from pathlib import Path
 
 import pytest
+
 from tf_stopgrad.benchmarks import bench
 from tf_stopgrad.benchmarks.report import Row
 

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 from support import REPO_ROOT
-from tf_stopgrad.examples._cli import LOG_LINES, Progress
+
+from tf_stopgrad._cli import LOG_LINES, Progress
 
 # TensorFlow's C++ log lines: absl's format ("E0000 00:00:1795... 123 cuda_platform.cc:52]"),
 # absl's note before it is initialized, and TSL's older format ("2026-11-22 12:13:50.938536:

@@ -1,7 +1,7 @@
 """The kernels registered for our ops match the built-in's, device by device.
 
-This machine has no GPU, but the CUDA build of TensorFlow registers GPU kernels regardless,
-so the registry lists them and the GPU registrations can be checked here. A CPU-only wheel
+The CUDA build of TensorFlow registers GPU kernels whether or not a GPU is present, so the
+registry lists them and the GPU registrations are checked on any machine. A CPU-only wheel
 (tensorflow-cpu) registers no GPU kernels to compare ours with.
 """
 

@@ -127,7 +127,8 @@ def main(example: ModuleType, plot_help: str, argv: list[str] | None) -> int:
     Returns:
       0 if every success criterion holds, else 1.
     """
-    parser = argparse.ArgumentParser(description=example.__doc__.splitlines()[0])
+    summary = (example.__doc__ or example.__name__).splitlines()[0]
+    parser = argparse.ArgumentParser(description=summary)
     parser.add_argument("--plot", metavar="FILE.png", help=plot_help)
     parser.add_argument("--quick", action="store_true", help="small settings for tests and CI")
     args = parser.parse_args(argv)

@@ -9,10 +9,10 @@ from typing import Callable
 
 import numpy as np
 import tensorflow as tf
-from tf_stopgrad.benchmarks.timing import TimedGroup, Timing
 
 import tf_stopgrad
 from tf_stopgrad import _compat
+from tf_stopgrad.benchmarks.timing import TimedGroup, Timing
 
 StopGradient = Callable[[tf.Tensor], tf.Tensor]
 

@@ -6,7 +6,7 @@ its gradient through ``reduce_max`` is zero anyway. Passing the maximum through
 ``tf_stopgrad.stop_gradient`` says so to autodiff, which then skips that branch: the values
 and gradients stay equal to ``tf.nn.softmax`` and the backward graph gets smaller.
 
-Run ``python examples/softmax.py [--plot ops.png]``.
+Run ``python -m tf_stopgrad demo softmax [--plot ops.png]``.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any, Callable
 
 import numpy as np
 import tensorflow as tf
-from tf_stopgrad.examples import _cli
 
 import tf_stopgrad
+from tf_stopgrad import _cli
 
 SoftmaxFn = Callable[[tf.Tensor], tf.Tensor]
 StopGradientFn = Callable[[tf.Tensor], tf.Tensor]

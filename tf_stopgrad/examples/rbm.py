@@ -12,7 +12,7 @@ differentiate the chain that produced the samples. The chain ends on visible pro
 
 The data are scikit-learn's bundled 8x8 digits, binarised (pixel > 8).
 
-Run ``python examples/rbm.py [--plot reconstruction.png]``.
+Run ``python -m tf_stopgrad demo rbm [--plot reconstruction.png]``.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import numpy as np
 import tensorflow as tf
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
-from tf_stopgrad.examples import _cli
 
 import tf_stopgrad
+from tf_stopgrad import _cli
 
 StopGradientFn = Callable[[tf.Tensor], tf.Tensor]
 

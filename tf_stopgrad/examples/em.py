@@ -13,7 +13,7 @@ differentiate the E-step. The M-step solves grad Q = 0 in closed form from that 
 The data are a synthetic 2-D mixture of three diagonal Gaussians; the fit is checked against
 scikit-learn's ``GaussianMixture`` started from the same parameters.
 
-Run ``python examples/em.py [--plot loglik.png]``.
+Run ``python -m tf_stopgrad demo em [--plot loglik.png]``.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 import tensorflow as tf
 from sklearn.mixture import GaussianMixture
-from tf_stopgrad.examples import _cli
 
 import tf_stopgrad
+from tf_stopgrad import _cli
 
 StopGradientFn = Callable[[tf.Tensor], tf.Tensor]
 

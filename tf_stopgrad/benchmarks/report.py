@@ -9,9 +9,9 @@ import os
 import platform
 
 import tensorflow as tf
-from tf_stopgrad.examples import _cli
 
 import tf_stopgrad
+from tf_stopgrad import _cli
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,7 +9,7 @@ input, and training does not backpropagate through the gradient computation that
 Two identical MLPs are trained from the same start, one normally and one adversarially, and
 both are attacked with FGSM on held-out digits.
 
-Run ``python examples/adversarial.py [--plot accuracy.png]``.
+Run ``python -m tf_stopgrad demo adversarial [--plot accuracy.png]``.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import numpy as np
 import tensorflow as tf
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
-from tf_stopgrad.examples import _cli
 
 import tf_stopgrad
+from tf_stopgrad import _cli
 
 StopGradientFn = Callable[[tf.Tensor], tf.Tensor]
 

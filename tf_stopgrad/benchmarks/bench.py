@@ -1,6 +1,6 @@
 """tf_stopgrad.stop_gradient against the built-in tf.stop_gradient, case by case.
 
-Run it as ``python -m tf_stopgrad bench`` or ``python benchmarks/bench.py``; ``--quick``
+Run it as ``python -m tf_stopgrad bench`` or ``python -m tf_stopgrad.benchmarks.bench``; ``--quick``
 gives a smoke run in seconds, ``--plot FILE.png`` saves a chart of the ratios. The printed
 Markdown table holds the best sample of each side over interleaved rounds, its ratio and the
 target for that ratio (for the v1 Session cases: the median samples and the median of the
@@ -14,13 +14,13 @@ import sys
 from collections.abc import Callable
 
 import tensorflow as tf
-from tf_stopgrad.benchmarks import cases, report, tape_memory
-from tf_stopgrad.benchmarks.report import Row
-from tf_stopgrad.benchmarks.timing import median_round_ratio, time_interleaved
-from tf_stopgrad.examples._cli import Progress
 
 import tf_stopgrad
 from tf_stopgrad import _compat
+from tf_stopgrad._cli import Progress
+from tf_stopgrad.benchmarks import cases, report, tape_memory
+from tf_stopgrad.benchmarks.report import Row
+from tf_stopgrad.benchmarks.timing import median_round_ratio, time_interleaved
 
 FULL_ROUNDS = 120
 QUICK_ROUNDS = 2
