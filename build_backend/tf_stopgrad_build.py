@@ -18,13 +18,10 @@ TensorFlow found is one tf_stopgrad supports (supported_tensorflow.py).
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import csv
 import fcntl
 import functools
 import hashlib
-import io
 import json
 import os
 import re
@@ -33,7 +30,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +76,7 @@ class _Plan:
         if self.portable:
             self.minors = _parse_releases(requested)
             self.installed_python: tuple[str, ...] | None = None
-            self.requirements = ["auditwheel>=6"]
+            self.requirements = ["auditwheel>=6", "wheel>=0.40"]
             return
         target = _target_python()
         version = _installed_tensorflow(target)
@@ -363,23 +359,13 @@ def _measured_platform_tag(wheel: Path) -> str:
 
 
 def _retag(wheel: Path, platform_tag: str) -> str:
-    """Rewrites ``wheel`` with ``platform_tag`` (file name, WHEEL's Tag lines and RECORD)."""
-    name, version, python_tag, abi_tag, _ = wheel.stem.split("-")
-    retagged = wheel.with_name(f"{name}-{version}-{python_tag}-{abi_tag}-{platform_tag}.whl")
-    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(retagged, "w") as target:
-        record_name = next(n for n in source.namelist() if n.endswith(".dist-info/RECORD"))
-        wheel_name = record_name[: -len("RECORD")] + "WHEEL"
-        wheel_file = re.sub(r"(?m)^(Tag: [^-\n]+-[^-\n]+-).*$", rf"\g<1>{platform_tag}",
-                            source.read(wheel_name).decode()).encode()  # fmt: skip
-        rows = list(csv.reader(io.StringIO(source.read(record_name).decode())))
-        digest = base64.urlsafe_b64encode(hashlib.sha256(wheel_file).digest()).rstrip(b"=")
-        rows = [[wheel_name, f"sha256={digest.decode()}", str(len(wheel_file))]
-                if row and row[0] == wheel_name else row for row in rows]  # fmt: skip
-        record = io.StringIO()
-        csv.writer(record, lineterminator="\n").writerows(rows)
-        for info in source.infolist():
-            data = {wheel_name: wheel_file, record_name: record.getvalue().encode()}.get(
-                info.filename) or source.read(info)
-            target.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
-    wheel.unlink()
-    return retagged.name
+    """Gives ``wheel`` the platform tag ``platform_tag`` with the ``wheel`` package's own
+    ``wheel tags``, which rewrites the file name, WHEEL's tags and RECORD; returns the new name."""
+    retagged = subprocess.run(
+        [sys.executable, "-m", "wheel", "tags", "--remove", "--platform-tag", platform_tag,
+         str(wheel)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if retagged.returncode != 0:
+        raise _fail(f"wheel tags could not retag {wheel.name}:\n{retagged.stderr}")
+    return retagged.stdout.strip().splitlines()[-1]
