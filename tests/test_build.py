@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import tensorflow as tf
+from packaging.version import Version
 from support import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "build_backend"))
@@ -351,16 +352,33 @@ def copy_of_checkout(destination: Path) -> Path:
     return destination
 
 
+def lowest_scikit_build_core() -> str:
+    """The lowest scikit-build-core the build allows (pyproject's build-system.requires)."""
+    requires = (REPO_ROOT / "pyproject.toml").read_text()
+    return re.search(r'requires = \["scikit-build-core>=([\d.]+)"\]', requires).group(1)
+
+
 @pytest.mark.rebuild
-def test_editable_install_then_pytest_in_the_tree_and_edits_take_effect(tmp_path):
+def test_editable_install_with_the_lowest_scikit_build_core_then_pytest_and_edits(tmp_path):
+    # Without build isolation, the build uses the environment's scikit-build-core: the lowest
+    # one pyproject.toml allows. Its editable finder must serve the build record too.
     source = copy_of_checkout(tmp_path / "checkout")
     venv = tmp_path / "venv"
     python = layered_venv(venv)
     env = dict(os.environ, PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
                TF_CPP_MIN_LOG_LEVEL="2", PIP_DISABLE_PIP_VERSION_CHECK="1")  # fmt: skip
     env.pop("PYTHONPATH", None)
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-e", "."],
+    lowest = lowest_scikit_build_core()
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", f"scikit-build-core=={lowest}"],
+                   env=env, check=True, timeout=REBUILD_TIMEOUT_S)  # fmt: skip
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--no-build-isolation", "-e", "."],
                    cwd=source, env=env, check=True, timeout=REBUILD_TIMEOUT_S)  # fmt: skip
+    used = subprocess.run(
+        [str(python), "-c", "import scikit_build_core; print(scikit_build_core.__version__)"],
+        env=env, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert Version(used) == Version(lowest)
 
     tested = subprocess.run(
         [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_forward.py"],
