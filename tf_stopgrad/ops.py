@@ -11,6 +11,16 @@ import numpy as np
 import tensorflow as tf
 
 from . import _compat, _dtensor
+
+# The eager path's names as globals of this module: each costs one lookup, not two.
+from ._compat import (
+    EagerTensor,
+    dtensor_device_exists,
+    eager_context,
+    fast_path_execute,
+    is_dtensor,
+    no_tape_can_record,
+)
 from ._loader import build_info, load_op_library
 
 _generated = load_op_library()
@@ -182,14 +192,14 @@ def _apply(op: _Op, input: Any, name: str | None, *attrs: Any) -> Any:
 
     The common case comes first, with the fewest steps: an eager tensor, executed eagerly,
     that is not handed to the built-in op (while exporting, or a DTensor)."""
-    if type(input) is _compat.EagerTensor and not _builtin_ops_requested:
-        ctx = _compat.eager_context()
-        if ctx is not None and not (_compat.dtensor_device_exists() and _compat.is_dtensor(input)):
+    if type(input) is EagerTensor and not _builtin_ops_requested:
+        ctx = eager_context()
+        if ctx is not None and not (dtensor_device_exists() and is_dtensor(input)):
             try:
-                if op.tapes_record_it or _compat.no_tape_can_record():
-                    return _compat.fast_path_execute(ctx, op.op_type, None, input, *attrs)
+                if op.tapes_record_it or no_tape_can_record():
+                    return fast_path_execute(ctx, op.op_type, None, input, *attrs)
                 with _compat.stop_recording():
-                    return _compat.fast_path_execute(ctx, op.op_type, None, input, *attrs)
+                    return fast_path_execute(ctx, op.op_type, None, input, *attrs)
             except _compat.NotOkStatus as status:
                 _compat.raise_from_not_ok_status(status, None)
     if _emits_builtin_op(input):
