@@ -47,6 +47,33 @@ def unpacked_release(major: int, minor: int) -> tuple[Path, str]:
         return _unpack(wheel, cache_dir() / f"tensorflow-{version}"), version
 
 
+def platform_tag(release_dir: Path) -> str:
+    """The manylinux tag of the wheel an unpacked release came from (``manylinux_2_27``): where
+    that TensorFlow installs."""
+    wheel_name = (release_dir / _COMPLETE).read_text().strip()
+    platforms = wheel_name.removesuffix(".whl").split("-")[-1].split(".")
+    return min((_manylinux_tag(platform) for platform in platforms), key=manylinux_key)
+
+
+def _manylinux_tag(platform: str) -> str:
+    """``manylinux2014_x86_64`` -> ``manylinux_2_17``; ``manylinux_2_27_x86_64`` -> itself less
+    the architecture."""
+    return "manylinux_{}_{}".format(*manylinux_key(platform))
+
+
+def manylinux_key(tag: str) -> tuple[int, int]:
+    """The glibc version a manylinux tag stands for: ``manylinux_2_27[_x86_64]`` -> (2, 27),
+    ``manylinux2014`` -> (2, 17)."""
+    legacy = {"manylinux2014": (2, 17), "manylinux2010": (2, 12), "manylinux1": (2, 5)}
+    for name, glibc in legacy.items():
+        if tag.startswith(name):
+            return glibc
+    found = re.match(r"manylinux_(\d+)_(\d+)", tag)
+    if found is None:
+        raise ValueError(f"not a manylinux tag: {tag}")
+    return int(found.group(1)), int(found.group(2))
+
+
 def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
 

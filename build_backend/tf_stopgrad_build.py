@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -322,7 +323,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         name = _skbuild.build_wheel(wheel_directory, settings, metadata_directory)
         if plan.portable:
             wheel = Path(wheel_directory) / name
-            name = _retag(wheel, _measured_platform_tag(wheel))
+            name = _retag(wheel, _platform_tag(wheel, plan))
         _keep_for_reuse(build_dir, sources, Path(wheel_directory) / name)
     return name
 
@@ -338,6 +339,61 @@ def build_sdist(sdist_directory, config_settings=None):
 
 
 # --- the portable wheel's platform tag ------------------------------------------------------
+
+
+def _platform_tag(wheel: Path, plan: _Plan) -> str:
+    """The manylinux tag of the portable wheel: where each op library in it loads next to the
+    TensorFlow it serves.
+
+    A library for TensorFlow 2.N is loaded only next to TensorFlow 2.N, which installs only
+    where its own wheel's tag allows. So a library whose symbol versions (``auditwheel show``
+    of a copy of the wheel holding only that library) ask no more than its TensorFlow's tag
+    constrains nothing: the wheel's tag is the oldest TensorFlow's, raised by any library
+    that asks more than its own TensorFlow.
+    """
+    with zipfile.ZipFile(wheel) as archive:
+        record = json.loads(archive.read("tf_stopgrad/_build_record.json"))
+    tensorflow_tags = {
+        f"{major}.{minor}": tensorflow_wheels.platform_tag(
+            tensorflow_wheels.unpacked_release(major, minor)[0]
+        )
+        for major, minor in plan.minors
+    }
+    floor = min(tensorflow_tags.values(), key=tensorflow_wheels.manylinux_key)
+    with tempfile.TemporaryDirectory() as scratch:
+        for minor, library in record["libraries"].items():
+            measured = _measured_platform_tag(_holding_only(wheel, library["file"], Path(scratch)))
+            needs = tensorflow_wheels.manylinux_key(measured)
+            allowed = tensorflow_wheels.manylinux_key(tensorflow_tags[minor])
+            print(f"tf_stopgrad: the library for TensorFlow {minor} needs {measured}; TensorFlow "
+                  f"{minor} itself needs {tensorflow_tags[minor]}", file=sys.stderr)  # fmt: skip
+            if needs > allowed and needs > tensorflow_wheels.manylinux_key(floor):
+                floor = measured
+    glibc = tensorflow_wheels.manylinux_key(floor)
+    architecture = re.sub(r"^manylinux_\d+_\d+_", "", measured)
+    tag = f"manylinux_{glibc[0]}_{glibc[1]}_{architecture}"
+    return f"{tag}.manylinux2014_{architecture}" if glibc == (2, 17) else tag
+
+
+def _holding_only(wheel: Path, library_file: str, directory: Path) -> Path:
+    """A copy of ``wheel`` in ``directory`` without the op libraries but ``library_file``
+    (its RECORD less their lines, as auditwheel reads it)."""
+
+    def left_out(path: str) -> bool:
+        name = Path(path).name
+        return name.startswith("libtf_stopgrad_ops") and name != library_file
+
+    copy = directory / wheel.name
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(copy, "w") as target:
+        for info in source.infolist():
+            if left_out(info.filename):
+                continue
+            data = source.read(info)
+            if info.filename.endswith(".dist-info/RECORD"):
+                lines = data.decode().splitlines(keepends=True)
+                data = "".join(line for line in lines if not left_out(line.split(",")[0])).encode()
+            target.writestr(info, data)
+    return copy
 
 
 def _measured_platform_tag(wheel: Path) -> str:

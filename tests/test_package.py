@@ -76,6 +76,41 @@ def test_the_op_table_python_uses_is_the_one_cc_op_names_h_defines(tmp_path):
     assert set(compiled["builtin_op_types"].values()) == {"StopGradient", "PreventGradient"}
 
 
+# The newest symbol versions each manylinux policy allows, from auditwheel's policy list.
+MANYLINUX_SYMBOL_VERSIONS = {
+    (2, 17): {"GLIBC": "2.17", "GLIBCXX": "3.4.19", "CXXABI": "1.3.7"},  # manylinux2014
+    (2, 24): {"GLIBC": "2.24", "GLIBCXX": "3.4.22", "CXXABI": "1.3.10"},
+    (2, 27): {"GLIBC": "2.27", "GLIBCXX": "3.4.24", "CXXABI": "1.3.11"},
+    (2, 28): {"GLIBC": "2.28", "GLIBCXX": "3.4.24", "CXXABI": "1.3.11"},
+}
+
+
+def dotted(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def tensorflow_platform_floor() -> tuple[int, int]:
+    """The oldest glibc that the installed TensorFlow's wheel is tagged for."""
+    name = importlib.metadata.packages_distributions()["tensorflow"][0]
+    wheel = importlib.metadata.distribution(name).read_text("WHEEL")
+    tags = re.findall(r"^Tag: .*-(?:(manylinux2014)|manylinux_(\d+)_(\d+))_\w+$", wheel, re.M)
+    return min((2, 17) if legacy else (int(major), int(minor)) for legacy, major, minor in tags)
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="needs objdump (binutils) on PATH")
+def test_the_op_library_needs_no_newer_glibc_or_libstdcxx_than_its_tensorflow():
+    # Wherever this TensorFlow installs, its op library loads: 2.15-2.20 are manylinux2014.
+    dynamic_symbols = subprocess.run(["objdump", "-T", tf_stopgrad.library_path()],
+                                     capture_output=True, text=True, check=True).stdout  # fmt: skip
+    needed: dict[str, str] = {}
+    for prefix, version in re.findall(r"\b(GLIBC|GLIBCXX|CXXABI)_([\d.]+)\b", dynamic_symbols):
+        needed[prefix] = max(needed.get(prefix, "0"), version, key=dotted)
+    allowed = MANYLINUX_SYMBOL_VERSIONS[tensorflow_platform_floor()]
+    too_new = {prefix: version for prefix, version in needed.items()
+               if dotted(version) > dotted(allowed[prefix])}  # fmt: skip
+    assert not too_new, f"needs {too_new}; TensorFlow {tf.__version__}'s platform allows {allowed}"
+
+
 def test_op_names_are_namespaced_not_the_builtin_names():
     for op_type in (tf_stopgrad.STOP_GRADIENT_OP, tf_stopgrad.PREVENT_GRADIENT_OP):
         namespace, _, name = op_type.partition(">")
