@@ -203,14 +203,21 @@ def _target_python() -> tuple[str, ...]:
 def _build_settings(plan: _Plan):
     """scikit-build-core settings for ``plan``, in a build directory of its own.
 
-    The directory is named after what the build compiles against, so objects compiled against
-    one TensorFlow are never reused for another, and it is locked for the build, so that two
-    builds from one checkout at once take turns instead of corrupting each other. Only the
-    ``KEPT_BUILD_DIRS`` most recently used directories are kept.
+    The directory is named after what the build compiles against: each TensorFlow's version,
+    compile options and libraries (by size), and the compiler. So objects compiled against one
+    TensorFlow are never reused for another, while the same TensorFlow found elsewhere (pip's
+    isolated build environment, then the venv) reuses the directory. It is locked for the
+    build, so that two builds from one checkout at once take turns instead of corrupting each
+    other. Only the ``KEPT_BUILD_DIRS`` most recently used directories are kept.
     """
     releases = plan.describe_releases()
     releases_json = json.dumps(releases, indent=1, sort_keys=True)
-    key = hashlib.sha256((releases_json + plan.compiler).encode()).hexdigest()[:12]
+    identity = [
+        [release["version"], release["compile_options"],
+         [os.path.getsize(library) for library in release["libraries"]]]
+        for release in releases
+    ]  # fmt: skip
+    key = hashlib.sha256(json.dumps([identity, plan.compiler]).encode()).hexdigest()[:12]
     versions = "+".join(release["version"] for release in releases)
     build_dir = BUILD_ROOT / f"tf{versions}-{key}"
     build_dir.mkdir(parents=True, exist_ok=True)

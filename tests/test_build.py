@@ -190,12 +190,18 @@ def test_builds_for_different_tensorflow_releases_never_share_a_build_directory(
             return settings["cmake.define.TF_STOPGRAD_RELEASES"]
 
     installed = tensorflow_config.describe_installed()
-    other_headers = dict(installed, include_dirs=["/elsewhere/include"])
     other_version = dict(installed, version="2.99.0")
-    directories = {build_dir(installed), build_dir(other_headers), build_dir(other_version)}
-    assert len(directories) == 3
-    assert build_dir(installed) in directories  # the same release reuses its own directory
+    other_options = dict(installed, compile_options=["-D_GLIBCXX_USE_CXX11_ABI=0"])
+    smaller_library = tmp_path / "libtensorflow_framework.so.2"
+    smaller_library.write_bytes(b"not the same library")
+    other_library = dict(installed, libraries=[str(smaller_library), installed["libraries"][1]])
+    releases = (installed, other_version, other_options, other_library)
+    directories = {build_dir(release) for release in releases}
+    assert len(directories) == 4
     assert all(Path(directory).parent.parent == tmp_path for directory in directories)
+    # The same release found in another place (pip's build environment, then the venv).
+    elsewhere = dict(installed, include_dirs=["/elsewhere/include"])
+    assert build_dir(elsewhere) == build_dir(installed)
 
 
 def test_only_the_most_recently_used_build_directories_are_kept(monkeypatch, tmp_path):
