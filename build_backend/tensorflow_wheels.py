@@ -47,21 +47,15 @@ def unpacked_release(major: int, minor: int) -> tuple[Path, str]:
         return _unpack(wheel, cache_dir() / f"tensorflow-{version}"), version
 
 
-def platform_tag(release_dir: Path) -> str:
-    """The manylinux tag of the wheel an unpacked release came from (``manylinux_2_27``): where
-    that TensorFlow installs."""
+def platform_glibc(release_dir: Path) -> tuple[int, int]:
+    """The oldest glibc that the wheel an unpacked release came from is tagged for: where that
+    TensorFlow installs."""
     wheel_name = (release_dir / _COMPLETE).read_text().strip()
     platforms = wheel_name.removesuffix(".whl").split("-")[-1].split(".")
-    return min((_manylinux_tag(platform) for platform in platforms), key=manylinux_key)
+    return min(manylinux_glibc(platform) for platform in platforms)
 
 
-def _manylinux_tag(platform: str) -> str:
-    """``manylinux2014_x86_64`` -> ``manylinux_2_17``; ``manylinux_2_27_x86_64`` -> itself less
-    the architecture."""
-    return "manylinux_{}_{}".format(*manylinux_key(platform))
-
-
-def manylinux_key(tag: str) -> tuple[int, int]:
+def manylinux_glibc(tag: str) -> tuple[int, int]:
     """The glibc version a manylinux tag stands for: ``manylinux_2_27[_x86_64]`` -> (2, 27),
     ``manylinux2014`` -> (2, 17)."""
     legacy = {"manylinux2014": (2, 17), "manylinux2010": (2, 12), "manylinux1": (2, 5)}

@@ -201,7 +201,7 @@ def _target_python() -> tuple[str, ...]:
 
 @contextlib.contextmanager
 def _build_settings(plan: _Plan):
-    """scikit-build-core settings for ``plan``, in a build directory of its own.
+    """scikit-build-core settings for ``plan``, and the build directory of its own they name.
 
     The directory is named after what the build compiles against: each TensorFlow's version,
     compile options and libraries (by size), and the compiler. So objects compiled against one
@@ -232,7 +232,7 @@ def _build_settings(plan: _Plan):
         settings["cmake.define.TF_STOPGRAD_RELEASES"] = str(releases_file)
         if len(plan.compiler_command) == 1:  # else CMake reads $CXX itself, words and all
             settings["cmake.define.CMAKE_CXX_COMPILER"] = plan.compiler_command[0]
-        yield settings
+        yield settings, build_dir
 
 
 def _delete_old_build_dirs() -> None:
@@ -321,8 +321,7 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     plan = _plan_for(config_settings)
-    with _build_settings(plan) as settings:
-        build_dir = Path(settings["cmake.define.TF_STOPGRAD_RELEASES"]).parent
+    with _build_settings(plan) as (settings, build_dir):
         sources = _source_fingerprint()
         reused = _reuse_previous_wheel(build_dir, sources, Path(wheel_directory))
         if reused is not None:
@@ -337,7 +336,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
     plan = _plan_for(config_settings)
-    with _build_settings(plan) as settings:
+    with _build_settings(plan) as (settings, _):
         return _skbuild.build_editable(wheel_directory, settings, metadata_directory)
 
 
@@ -360,24 +359,23 @@ def _platform_tag(wheel: Path, plan: _Plan) -> str:
     """
     with zipfile.ZipFile(wheel) as archive:
         record = json.loads(archive.read("tf_stopgrad/_build_record.json"))
-    tensorflow_tags = {
-        f"{major}.{minor}": tensorflow_wheels.platform_tag(
+    tensorflow_glibc = {
+        f"{major}.{minor}": tensorflow_wheels.platform_glibc(
             tensorflow_wheels.unpacked_release(major, minor)[0]
         )
         for major, minor in plan.minors
     }
-    floor = min(tensorflow_tags.values(), key=tensorflow_wheels.manylinux_key)
+    glibc = min(tensorflow_glibc.values())
     with tempfile.TemporaryDirectory() as scratch:
         for minor, library in record["libraries"].items():
             measured = _measured_platform_tag(_holding_only(wheel, library["file"], Path(scratch)))
-            needs = tensorflow_wheels.manylinux_key(measured)
-            allowed = tensorflow_wheels.manylinux_key(tensorflow_tags[minor])
+            needs = tensorflow_wheels.manylinux_glibc(measured)
             print(f"tf_stopgrad: the library for TensorFlow {minor} needs {measured}; TensorFlow "
-                  f"{minor} itself needs {tensorflow_tags[minor]}", file=sys.stderr)  # fmt: skip
-            if needs > allowed and needs > tensorflow_wheels.manylinux_key(floor):
-                floor = measured
-    glibc = tensorflow_wheels.manylinux_key(floor)
-    architecture = re.sub(r"^manylinux_\d+_\d+_", "", measured)
+                  f"{minor} itself needs glibc {'.'.join(map(str, tensorflow_glibc[minor]))}",
+                  file=sys.stderr)  # fmt: skip
+            if needs > tensorflow_glibc[minor]:
+                glibc = max(glibc, needs)
+    architecture = wheel.stem.split("-")[-1].removeprefix("linux_")  # as built: linux_x86_64
     tag = f"manylinux_{glibc[0]}_{glibc[1]}_{architecture}"
     return f"{tag}.manylinux2014_{architecture}" if glibc == (2, 17) else tag
 

@@ -1,10 +1,13 @@
-"""Helpers shared by the tests: the checkout's root, sample data per dtype, bitwise comparison
-and buffer address (the package's own, which its self-check uses too), the built-in
-PreventGradient as a function, and our ops paired with the built-ins."""
+"""Helpers shared by the tests: the checkout's root, running the command, sample data per
+dtype, bitwise comparison and buffer address (the package's own, which its self-check uses
+too), the built-in PreventGradient as a function, and our ops paired with the built-ins."""
 
 from __future__ import annotations
 
 import functools
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +20,21 @@ from tf_stopgrad._compat import buffer_address
 __all__ = ["as_bits", "buffer_address"]  # the package's own, shared with its self-check
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def environment_with_tensorflow_logging() -> dict[str, str]:
+    """This process's environment without the log level conftest.py sets, as a user's is."""
+    return {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
+
+
+def run_command(*args: str, cwd: Path | None = None, timeout: float = 300):
+    """``python -m tf_stopgrad ARGS`` as a user runs it: a fresh process, TensorFlow's logging
+    as the user left it."""
+    return subprocess.run(
+        [sys.executable, "-m", "tf_stopgrad", *args],
+        cwd=cwd, env=environment_with_tensorflow_logging(), capture_output=True, text=True,
+        timeout=timeout,
+    )  # fmt: skip
 
 NUMERIC_DTYPES = [
     tf.float16, tf.bfloat16, tf.float32, tf.float64,

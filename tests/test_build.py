@@ -105,10 +105,10 @@ def other_tensorflow_minor() -> str:
     return f"{major}.{other}"
 
 
-def layered_venv(path: Path) -> Path:
+def layered_venv(path: Path) -> tuple[Path, dict[str, str]]:
     """A virtual environment that sees this one's packages (tf_stopgrad built for the running
     TensorFlow included) behind its own, like this environment after more installs. Returns
-    its interpreter."""
+    its interpreter, and an environment with it first on PATH and no PYTHONPATH."""
     subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=120)
     python = path / "bin" / "python"
     own_site = subprocess.run(
@@ -118,17 +118,16 @@ def layered_venv(path: Path) -> Path:
     (Path(own_site) / "outer_environment.pth").write_text(
         "\n".join(p for p in sys.path if p.endswith("site-packages")) + "\n"
     )
-    return python
+    env = dict(os.environ, PATH=f"{path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+               TF_CPP_MIN_LOG_LEVEL="2", PIP_DISABLE_PIP_VERSION_CHECK="1")  # fmt: skip
+    env.pop("PYTHONPATH", None)
+    return python, env
 
 
 @pytest.mark.rebuild
 def test_changing_tensorflow_in_place_asks_for_the_rebuild_that_then_works(tmp_path):
     other_minor = other_tensorflow_minor()
-    venv = tmp_path / "venv"
-    python = layered_venv(venv)
-    env = dict(os.environ, PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
-               TF_CPP_MIN_LOG_LEVEL="2", PIP_DISABLE_PIP_VERSION_CHECK="1")  # fmt: skip
-    env.pop("PYTHONPATH", None)
+    python, env = layered_venv(tmp_path / "venv")
 
     subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", f"tensorflow=={other_minor}.*"],
@@ -186,8 +185,8 @@ def test_builds_for_different_tensorflow_releases_never_share_a_build_directory(
         plan.skbuild_settings, plan.compiler_command = {}, ["/usr/bin/c++"]
         plan.compiler = plan.compiler_command[0]
         monkeypatch.setattr(plan, "describe_releases", lambda: [release], raising=False)
-        with tf_stopgrad_build._build_settings(plan) as settings:
-            return settings["cmake.define.TF_STOPGRAD_RELEASES"]
+        with tf_stopgrad_build._build_settings(plan) as (_, directory):
+            return directory
 
     installed = tensorflow_config.describe_installed()
     other_version = dict(installed, version="2.99.0")
@@ -198,7 +197,7 @@ def test_builds_for_different_tensorflow_releases_never_share_a_build_directory(
     releases = (installed, other_version, other_options, other_library)
     directories = {build_dir(release) for release in releases}
     assert len(directories) == 4
-    assert all(Path(directory).parent.parent == tmp_path for directory in directories)
+    assert all(directory.parent == tmp_path for directory in directories)
     # The same release found in another place (pip's build environment, then the venv).
     elsewhere = dict(installed, include_dirs=["/elsewhere/include"])
     assert build_dir(elsewhere) == build_dir(installed)
@@ -369,11 +368,7 @@ def test_editable_install_with_the_lowest_scikit_build_core_then_pytest_and_edit
     # Without build isolation, the build uses the environment's scikit-build-core: the lowest
     # one pyproject.toml allows. Its editable finder must serve the build record too.
     source = copy_of_checkout(tmp_path / "checkout")
-    venv = tmp_path / "venv"
-    python = layered_venv(venv)
-    env = dict(os.environ, PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
-               TF_CPP_MIN_LOG_LEVEL="2", PIP_DISABLE_PIP_VERSION_CHECK="1")  # fmt: skip
-    env.pop("PYTHONPATH", None)
+    python, env = layered_venv(tmp_path / "venv")
     lowest = lowest_scikit_build_core()
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", f"scikit-build-core=={lowest}"],
                    env=env, check=True, timeout=REBUILD_TIMEOUT_S)  # fmt: skip

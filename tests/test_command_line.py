@@ -2,13 +2,12 @@
 that reads well in a terminal and in a log."""
 
 import io
-import os
 import re
 import subprocess
 import sys
 
 import pytest
-from support import REPO_ROOT
+from support import REPO_ROOT, environment_with_tensorflow_logging, run_command
 
 from tf_stopgrad._cli import LOG_LINES, Progress
 
@@ -23,16 +22,8 @@ TF_LOG_LINE = re.compile(
 )
 
 
-def run_command(*args: str) -> subprocess.CompletedProcess:
-    env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
-    return subprocess.run(
-        [sys.executable, "-m", "tf_stopgrad", *args],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-
-
 def test_main_job_prints_no_tensorflow_log_lines_by_default():
-    result = run_command()
+    result = run_command(cwd=REPO_ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "All checks passed." in result.stdout
     assert not TF_LOG_LINE.search(result.stdout + result.stderr), result.stderr
@@ -60,8 +51,7 @@ def run_logging_at_exit(tmp_path, *interpreter_arguments: str) -> subprocess.Com
     (tmp_path / "script.py").write_text(
         "import os, tf_stopgrad; print(os.environ.get('TF_CPP_MIN_LOG_LEVEL'))"
     )
-    env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
-    env["PYTHONPATH"] = str(tmp_path)
+    env = dict(environment_with_tensorflow_logging(), PYTHONPATH=str(tmp_path))
     return subprocess.run(
         [sys.executable, *interpreter_arguments],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,

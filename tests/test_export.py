@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from c_programs import build_c_program, needs_gcc, run_c_program
+from support import run_command
 from tensorflow.core.protobuf import saved_model_pb2
 from workers.convert_models import SPEC, keras_model, stop_only
 from workers.launch import run_worker
@@ -428,23 +428,19 @@ def test_corrupt_saved_model_is_refused(exported, workdir):
 # --- Command line and the tracing context -------------------------------------------------
 
 
-def run_export_command(*args: str) -> subprocess.CompletedProcess:
-    env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
-    return subprocess.run(
-        [sys.executable, "-m", "tf_stopgrad", "export", *args],
-        env=env, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S,
-    )  # fmt: skip
-
-
 def test_command_line_export_says_what_it_rewrote(exported, workdir):
-    result = run_export_command(str(exported["source"]), str(workdir / "cli_export"))
+    result = run_command(
+        "export", str(exported["source"]), str(workdir / "cli_export"), timeout=WORKER_TIMEOUT_S
+    )
     assert result.returncode == 0, result.stderr
     assert f"Rewrote {exported['rewritten']} tf_stopgrad node(s)" in result.stdout
     assert op_types(workdir / "cli_export") == op_types(exported["builtin"])
 
 
 def test_command_line_export_of_bad_input_exits_with_one_line(workdir):
-    result = run_export_command(str(workdir / "missing"), str(workdir / "never"))
+    result = run_command(
+        "export", str(workdir / "missing"), str(workdir / "never"), timeout=WORKER_TIMEOUT_S
+    )
     assert result.returncode != 0
     assert result.stderr.strip().count("\n") == 0
     assert "is not a SavedModel directory" in result.stderr

@@ -20,6 +20,11 @@ import tensorflow as tf
 from . import _compat
 
 
+def is_dtensor(value: Any) -> bool:
+    """Whether ``value`` is a DTensor; asks DTensor only once this process uses it."""
+    return _compat.dtensor_device_exists() and _compat.is_dtensor(value)
+
+
 def should_use_builtin(value: Any) -> bool:
     if not _compat.dtensor_device_exists():
         return False

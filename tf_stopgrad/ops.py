@@ -13,21 +13,16 @@ import tensorflow as tf
 from . import _compat, _dtensor
 
 # The eager path's names as globals of this module: each costs one lookup, not two.
-from ._compat import (
-    EagerTensor,
-    dtensor_device_exists,
-    eager_context,
-    fast_path_execute,
-    is_dtensor,
-    no_tape_can_record,
-)
+from ._compat import EagerTensor, eager_context, fast_path_execute, no_tape_can_record
+from ._dtensor import is_dtensor
 from ._loader import build_info, load_op_library
 
 _generated = load_op_library()
-STOP_GRADIENT_OP: str = build_info()["stop_gradient_op"]
-PREVENT_GRADIENT_OP: str = build_info()["prevent_gradient_op"]
+_built = build_info()
+STOP_GRADIENT_OP: str = _built["stop_gradient_op"]
+PREVENT_GRADIENT_OP: str = _built["prevent_gradient_op"]
 # Each op type and the built-in op it stands for: cc/op_names.h's table, through the build record.
-BUILTIN_OP_TYPES: dict[str, str] = build_info()["builtin_op_types"]
+BUILTIN_OP_TYPES: dict[str, str] = _built["builtin_op_types"]
 
 Composite = Union[tf.RaggedTensor, tf.SparseTensor, tf.IndexedSlices]
 TensorInput = Union[
@@ -194,7 +189,7 @@ def _apply(op: _Op, input: Any, name: str | None, *attrs: Any) -> Any:
     that is not handed to the built-in op (while exporting, or a DTensor)."""
     if type(input) is EagerTensor and not _builtin_ops_requested:
         ctx = eager_context()
-        if ctx is not None and not (dtensor_device_exists() and is_dtensor(input)):
+        if ctx is not None and not is_dtensor(input):
             try:
                 if op.tapes_record_it or no_tape_can_record():
                     return fast_path_execute(ctx, op.op_type, None, input, *attrs)
