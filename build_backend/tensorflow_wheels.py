@@ -1,11 +1,16 @@
 """TensorFlow releases as build inputs, taken from their wheels without installing them.
 
-For each minor release, ``pip download`` fetches the newest patch release's wheel (pip's
-own cache makes a repeated download cheap), and only the headers and the two libraries an
-op library links are unpacked, into a cache directory that later builds reuse:
+For each minor release and machine architecture (``x86_64``, ``aarch64``), ``pip download``
+fetches the newest patch release's wheel for that architecture (pip's own cache makes a
+repeated download cheap), and only the headers and the two libraries an op library links are
+unpacked, into a cache directory that later builds reuse:
 
     $TF_STOPGRAD_CACHE, or $XDG_CACHE_HOME/tf_stopgrad, or ~/.cache/tf_stopgrad
-        tensorflow-2.21.0/  include/  libtensorflow_framework.so.2  libtensorflow_cc.so.2
+        tensorflow-2.21.0-aarch64/  include/  libtensorflow_framework.so.2  libtensorflow_cc.so.2
+
+Some releases' ``tensorflow`` wheel for an architecture is a shell that only requires the
+distribution that holds TensorFlow there (2.15 on aarch64: ``tensorflow-cpu-aws``); the
+download follows that requirement.
 
 Delete a release's directory to fetch it again (say, for a new patch release).
 """
@@ -13,6 +18,7 @@ Delete a release's directory to fetch it again (say, for a new patch release).
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -21,10 +27,19 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from packaging.requirements import Requirement
 from tensorflow_config import CC_LIBRARY, FRAMEWORK_LIBRARY
 
 CACHE_VARIABLE = "TF_STOPGRAD_CACHE"
 _COMPLETE = ".complete"
+# The newest glibc whose manylinux tag a download for another architecture accepts; pip does
+# not widen an explicit --platform to older glibc versions, so each one is named.
+_NEWEST_GLIBC_MINOR = 40
+
+
+def host_architecture() -> str:
+    """The machine architecture as wheel tags spell it: x86_64, aarch64."""
+    return platform.machine().lower().replace("arm64", "aarch64").replace("amd64", "x86_64")
 
 
 def cache_dir() -> Path:
@@ -34,17 +49,22 @@ def cache_dir() -> Path:
     return Path(base) / "tf_stopgrad"
 
 
-def unpacked_release(major: int, minor: int) -> tuple[Path, str]:
-    """The unpacked newest patch release of TensorFlow ``major.minor``, and its version."""
-    cached = [path for path in cache_dir().glob(f"tensorflow-{major}.{minor}.*")
+def unpacked_release(major: int, minor: int, architecture: str) -> tuple[Path, str]:
+    """The unpacked newest patch release of TensorFlow ``major.minor`` for ``architecture``,
+    and its version."""
+    cached = [path for path in cache_dir().glob(f"tensorflow-{major}.{minor}.*-{architecture}")
               if (path / _COMPLETE).is_file()]  # fmt: skip
     if cached:
-        newest = max(cached, key=lambda path: _version_key(path.name.split("-", 1)[1]))
-        return newest, newest.name.split("-", 1)[1]
+        newest = max(cached, key=lambda path: _version_key(path.name.split("-")[1]))
+        return newest, newest.name.split("-")[1]
     with tempfile.TemporaryDirectory(prefix="tf_stopgrad-download-") as download_dir:
-        wheel = _download(f"tensorflow=={major}.{minor}.*", Path(download_dir))
+        wheel = _download(f"tensorflow=={major}.{minor}.*", architecture, Path(download_dir))
+        if not _holds_libraries(wheel):
+            holding = _holding_distribution(wheel, architecture)
+            wheel = _download(holding, architecture, Path(download_dir))
         version = wheel.name.split("-")[1]
-        return _unpack(wheel, cache_dir() / f"tensorflow-{version}"), version
+        destination = cache_dir() / f"tensorflow-{version}-{architecture}"
+        return _unpack(wheel, destination), version
 
 
 def platform_glibc(release_dir: Path) -> tuple[int, int]:
@@ -72,14 +92,52 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
 
 
-def _download(requirement: str, into: Path) -> Path:
+def _platform_options(architecture: str) -> list[str]:
+    """pip's options to download for ``architecture``: none for this machine's own."""
+    if architecture == host_architecture():
+        return []
+    tags = [f"manylinux2014_{architecture}"] + [
+        f"manylinux_2_{glibc_minor}_{architecture}" for glibc_minor in range(17, _NEWEST_GLIBC_MINOR + 1)
+    ]
+    python = f"{sys.version_info.major}{sys.version_info.minor}"
+    return [option for tag in tags for option in ("--platform", tag)] + [
+        "--implementation", "cp", "--python-version", python, "--abi", f"cp{python}",
+    ]  # fmt: skip
+
+
+def _holds_libraries(wheel: Path) -> bool:
+    with zipfile.ZipFile(wheel) as archive:
+        return any(name.endswith(f"/{FRAMEWORK_LIBRARY}") for name in archive.namelist())
+
+
+def _holding_distribution(shell_wheel: Path, architecture: str) -> str:
+    """The requirement by which a shell wheel brings TensorFlow on Linux ``architecture``,
+    without its marker: ``tensorflow-cpu-aws==2.15.1``."""
+    environment = {"platform_system": "Linux", "sys_platform": "linux",
+                   "platform_machine": architecture, "extra": ""}  # fmt: skip
+    with zipfile.ZipFile(shell_wheel) as archive:
+        metadata = next(name for name in archive.namelist() if name.endswith(".dist-info/METADATA"))
+        lines = archive.read(metadata).decode().splitlines()
+    for line in lines:
+        if line.startswith("Requires-Dist:"):
+            requirement = Requirement(line.split(":", 1)[1].strip())
+            if requirement.marker is not None and requirement.marker.evaluate(environment):
+                if requirement.name.startswith("tensorflow"):
+                    return f"{requirement.name}{requirement.specifier}"
+    raise SystemExit(f"tf_stopgrad: {shell_wheel.name} holds no TensorFlow libraries and names "
+                     f"no distribution that does on Linux {architecture}")  # fmt: skip
+
+
+def _download(requirement: str, architecture: str, into: Path) -> Path:
     # -E: pip's build isolation puts its own PYTHONPATH first, which may hide pip itself.
     command = [sys.executable, "-E", "-m", "pip", "download", "--no-deps", "--quiet",
                "--only-binary=:all:", "--disable-pip-version-check", "--dest", str(into),
-               requirement]  # fmt: skip
-    print(f"tf_stopgrad: fetching {requirement} (headers and libraries only)", file=sys.stderr)
+               *_platform_options(architecture), requirement]  # fmt: skip
+    print(f"tf_stopgrad: fetching {requirement} for {architecture} (headers and libraries only)",
+          file=sys.stderr)  # fmt: skip
+    before = set(into.glob("*.whl"))
     result = subprocess.run(command, capture_output=True, text=True)
-    wheels = list(into.glob("tensorflow-*.whl"))
+    wheels = list(set(into.glob("*.whl")) - before)
     if result.returncode != 0 or len(wheels) != 1:
         raise SystemExit(
             f"tf_stopgrad: could not download {requirement} to build against it:\n"

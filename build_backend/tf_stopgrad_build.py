@@ -10,7 +10,9 @@ only into that release line. Two kinds of build:
   TensorFlow there, the newest supported release becomes a build requirement.
 * ``pip wheel . -C tensorflow=2.15-2.21``: one op library per minor release, each compiled
   against that release's wheel (tensorflow_wheels.py), in one ``py3-none`` wheel tagged with
-  the manylinux platform that ``auditwheel`` measures.
+  the manylinux platform that ``auditwheel`` measures. ``-C arch=aarch64`` cross-compiles it
+  for another architecture, with ``$CXX`` or ``aarch64-linux-gnu-g++``, against that
+  architecture's TensorFlow wheels.
 
 Both check first, before anything is downloaded, that a C++17 compiler works and that the
 TensorFlow found is one tf_stopgrad supports (supported_tensorflow.py).
@@ -49,6 +51,8 @@ BUILD_ROOT = SOURCE_DIR / "build"
 # Build directories kept in BUILD_ROOT, the most recently used first; older ones are deleted.
 KEPT_BUILD_DIRS = 4
 RELEASES_SETTING = "tensorflow"
+ARCHITECTURE_SETTING = "arch"
+ARCHITECTURES = ("x86_64", "aarch64")
 PREBUILT_WHEEL_HINT = (
     "Or install the prebuilt wheel, which needs no compiler: pip install tf_stopgrad-*.whl "
     "(see the README)."
@@ -70,10 +74,20 @@ class _Plan:
     def __init__(self, config_settings: dict[str, Any] | None):
         settings = dict(config_settings or {})
         requested = settings.pop(RELEASES_SETTING, None)
+        self.architecture = settings.pop(ARCHITECTURE_SETTING, None) or _host_architecture()
+        self.cross = self.architecture != _host_architecture()
         self.skbuild_settings = settings
-        self.compiler_command = _working_cxx_compiler()
-        self.compiler = shlex.join(self.compiler_command)
         self.portable = requested is not None
+        if self.architecture not in ARCHITECTURES:
+            raise _fail(f"-C {ARCHITECTURE_SETTING}={self.architecture!r}: the architectures "
+                        f"TensorFlow publishes Linux wheels for are {', '.join(ARCHITECTURES)}")
+        if self.cross and not self.portable:
+            raise _fail(f"-C {ARCHITECTURE_SETTING}={self.architecture} builds the prebuilt wheel "
+                        f"for another machine: name its releases too, e.g. pip wheel . "
+                        f"-C {RELEASES_SETTING}={supported_tensorflow.describe()} "
+                        f"-C {ARCHITECTURE_SETTING}={self.architecture}")
+        self.compiler_command = _working_cxx_compiler(self.architecture if self.cross else None)
+        self.compiler = shlex.join(self.compiler_command)
         if self.portable:
             self.minors = _parse_releases(requested)
             self.installed_python: tuple[str, ...] | None = None
@@ -96,7 +110,9 @@ class _Plan:
                                  text=True, check=True)  # fmt: skip
             return json.loads(out.stdout)
         return [
-            tensorflow_config.describe_unpacked(*tensorflow_wheels.unpacked_release(*minor))
+            tensorflow_config.describe_unpacked(
+                *tensorflow_wheels.unpacked_release(*minor, self.architecture)
+            )
             for minor in self.minors
         ]
 
@@ -115,11 +131,22 @@ def _fail(message: str) -> SystemExit:
     return SystemExit(f"\ntf_stopgrad: {message}\n")
 
 
-def _working_cxx_compiler() -> list[str]:
-    """The first C++ compiler command that compiles a C++17 program: $CXX, or c++, g++,
-    clang++. $CXX may hold several words (``ccache g++``): CMake, which reads $CXX itself,
-    runs the first with the others as its first arguments, and so does the probe."""
-    candidates = [os.environ["CXX"]] if os.environ.get("CXX") else ["c++", "g++", "clang++"]
+def _host_architecture() -> str:
+    return tensorflow_wheels.host_architecture()
+
+
+def _working_cxx_compiler(cross_architecture: str | None = None) -> list[str]:
+    """The first C++ compiler command that compiles and links a C++17 program: $CXX, or c++,
+    g++, clang++ (for another architecture: its GNU cross compiler, e.g.
+    aarch64-linux-gnu-g++). $CXX may hold several words (``ccache g++``): CMake, which reads
+    $CXX itself, runs the first with the others as its first arguments, and so does the
+    probe."""
+    if os.environ.get("CXX"):
+        candidates = [os.environ["CXX"]]
+    elif cross_architecture:
+        candidates = [f"{cross_architecture}-linux-gnu-g++"]
+    else:
+        candidates = ["c++", "g++", "clang++"]
     tried = []
     for candidate in candidates:
         program, *arguments = shlex.split(candidate)
@@ -140,6 +167,13 @@ def _working_cxx_compiler() -> list[str]:
             except (OSError, subprocess.TimeoutExpired):
                 pass
         tried.append(f"{candidate} (cannot compile C++17)")
+    if cross_architecture:
+        raise _fail(
+            f"building for {cross_architecture} on this {_host_architecture()} machine needs a "
+            f"C++17 cross compiler, and none works here. Tried: {', '.join(tried)}. Install one "
+            f"(Debian/Ubuntu: apt-get install g++-{cross_architecture.replace('_', '-')}-linux-gnu), "
+            "or set CXX to one, then run pip again."
+        )
     raise _fail(
         "building from source needs a C++17 compiler, and none works here. Tried: "
         f"{', '.join(tried)}. Install one (Debian/Ubuntu: apt-get install g++; "
@@ -219,7 +253,7 @@ def _build_settings(plan: _Plan):
     ]  # fmt: skip
     key = hashlib.sha256(json.dumps([identity, plan.compiler]).encode()).hexdigest()[:12]
     versions = "+".join(release["version"] for release in releases)
-    build_dir = BUILD_ROOT / f"tf{versions}-{key}"
+    build_dir = BUILD_ROOT / f"tf{versions}-{plan.architecture}-{key}"
     build_dir.mkdir(parents=True, exist_ok=True)
     with open(build_dir.parent / f"{build_dir.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -232,6 +266,9 @@ def _build_settings(plan: _Plan):
         settings["cmake.define.TF_STOPGRAD_RELEASES"] = str(releases_file)
         if len(plan.compiler_command) == 1:  # else CMake reads $CXX itself, words and all
             settings["cmake.define.CMAKE_CXX_COMPILER"] = plan.compiler_command[0]
+        if plan.cross:  # Naming the target system is what tells CMake it cross-compiles.
+            settings["cmake.define.CMAKE_SYSTEM_NAME"] = "Linux"
+            settings["cmake.define.CMAKE_SYSTEM_PROCESSOR"] = plan.architecture
         yield settings, build_dir
 
 
@@ -361,34 +398,35 @@ def _platform_tag(wheel: Path, plan: _Plan) -> str:
         record = json.loads(archive.read("tf_stopgrad/_build_record.json"))
     tensorflow_glibc = {
         f"{major}.{minor}": tensorflow_wheels.platform_glibc(
-            tensorflow_wheels.unpacked_release(major, minor)[0]
+            tensorflow_wheels.unpacked_release(major, minor, plan.architecture)[0]
         )
         for major, minor in plan.minors
     }
     glibc = min(tensorflow_glibc.values())
     with tempfile.TemporaryDirectory() as scratch:
         for minor, library in record["libraries"].items():
-            measured = _measured_platform_tag(_holding_only(wheel, library["file"], Path(scratch)))
-            needs = tensorflow_wheels.manylinux_glibc(measured)
-            print(f"tf_stopgrad: the library for TensorFlow {minor} needs {measured}; TensorFlow "
-                  f"{minor} itself needs glibc {'.'.join(map(str, tensorflow_glibc[minor]))}",
-                  file=sys.stderr)  # fmt: skip
-            if needs > tensorflow_glibc[minor]:
-                glibc = max(glibc, needs)
-    architecture = wheel.stem.split("-")[-1].removeprefix("linux_")  # as built: linux_x86_64
-    tag = f"manylinux_{glibc[0]}_{glibc[1]}_{architecture}"
-    return f"{tag}.manylinux2014_{architecture}" if glibc == (2, 17) else tag
+            only = _holding_only(wheel, library["file"], plan.architecture, Path(scratch))
+            measured = _measured_platform_tag(only)
+            print(f"tf_stopgrad: the library for TensorFlow {minor} needs "
+                  f"{measured or 'only the oldest manylinux policy for ' + plan.architecture}; "
+                  f"TensorFlow {minor} itself needs glibc "
+                  f"{'.'.join(map(str, tensorflow_glibc[minor]))}", file=sys.stderr)  # fmt: skip
+            if measured and tensorflow_wheels.manylinux_glibc(measured) > tensorflow_glibc[minor]:
+                glibc = max(glibc, tensorflow_wheels.manylinux_glibc(measured))
+    tag = f"manylinux_{glibc[0]}_{glibc[1]}_{plan.architecture}"
+    return f"{tag}.manylinux2014_{plan.architecture}" if glibc == (2, 17) else tag
 
 
-def _holding_only(wheel: Path, library_file: str, directory: Path) -> Path:
+def _holding_only(wheel: Path, library_file: str, architecture: str, directory: Path) -> Path:
     """A copy of ``wheel`` in ``directory`` without the op libraries but ``library_file``
-    (its RECORD less their lines, as auditwheel reads it)."""
+    (its RECORD less their lines, as auditwheel reads it). The copy's name says
+    ``architecture``, which auditwheel reads from it (a cross build is named after the host)."""
 
     def left_out(path: str) -> bool:
         name = Path(path).name
         return name.startswith("libtf_stopgrad_ops") and name != library_file
 
-    copy = directory / wheel.name
+    copy = directory / re.sub(r"-linux_\w+\.whl$", f"-linux_{architecture}.whl", wheel.name)
     with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(copy, "w") as target:
         for info in source.infolist():
             if left_out(info.filename):
@@ -401,22 +439,22 @@ def _holding_only(wheel: Path, library_file: str, directory: Path) -> Path:
     return copy
 
 
-def _measured_platform_tag(wheel: Path) -> str:
-    """The manylinux tag that ``auditwheel show`` says the wheel's symbol versions allow.
+def _measured_platform_tag(wheel: Path) -> str | None:
+    """The manylinux tag that ``auditwheel show`` says the wheel's symbol versions allow, or
+    None where they allow the architecture's oldest policy (auditwheel then names none:
+    manylinux2014 on aarch64, whose policies start there).
 
     The TensorFlow libraries the op libraries link are not on any manylinux policy's list, so
-    auditwheel calls the wheel itself ``linux_x86_64``; they come from the tensorflow
+    auditwheel calls the wheel itself ``linux_<arch>``; they come from the tensorflow
     dependency, as for every TensorFlow plugin, and are never bundled.
     """
     shown = subprocess.run([sys.executable, "-m", "auditwheel", "show", str(wheel)],
                            capture_output=True, text=True)  # fmt: skip
     text = " ".join(shown.stdout.split())
-    tag = re.search(r'constrains the platform tag to "([a-z0-9_]+)"', text)
-    if shown.returncode != 0 or tag is None:
+    if shown.returncode != 0 or "is consistent with the following platform tag" not in text:
         raise _fail(f"auditwheel could not measure {wheel.name}:\n{shown.stdout}{shown.stderr}")
-    print(f"tf_stopgrad: auditwheel: the wheel's symbol versions allow {tag.group(1)}",
-          file=sys.stderr)  # fmt: skip
-    return tag.group(1)
+    tag = re.search(r'constrains the platform tag to "([a-z0-9_]+)"', text)
+    return tag.group(1) if tag else None
 
 
 def _retag(wheel: Path, platform_tag: str) -> str:

@@ -97,14 +97,25 @@ def tensorflow_platform_floor() -> tuple[int, int]:
     return min((2, 17) if legacy else (int(major), int(minor)) for legacy, major, minor in tags)
 
 
-@pytest.mark.skipif(shutil.which("objdump") is None, reason="needs objdump (binutils) on PATH")
+def needed_symbol_versions(library: str) -> dict[str, str]:
+    """The newest GLIBC, GLIBCXX and CXXABI versions an ELF library needs (its version-needs
+    section, as ``objdump -T`` and auditwheel read it), for any machine architecture."""
+    from elftools.elf.elffile import ELFFile
+
+    needed: dict[str, str] = {}
+    with open(library, "rb") as file:
+        for _, requirements in ELFFile(file).get_section_by_name(".gnu.version_r").iter_versions():
+            for requirement in requirements:
+                prefix, _, version = requirement.name.partition("_")
+                if prefix in ("GLIBC", "GLIBCXX", "CXXABI"):
+                    needed[prefix] = max(needed.get(prefix, "0"), version, key=dotted)
+    return needed
+
+
+@pytest.mark.core
 def test_the_op_library_needs_no_newer_glibc_or_libstdcxx_than_its_tensorflow():
     # Wherever this TensorFlow installs, its op library loads: 2.15-2.20 are manylinux2014.
-    dynamic_symbols = subprocess.run(["objdump", "-T", tf_stopgrad.library_path()],
-                                     capture_output=True, text=True, check=True).stdout  # fmt: skip
-    needed: dict[str, str] = {}
-    for prefix, version in re.findall(r"\b(GLIBC|GLIBCXX|CXXABI)_([\d.]+)\b", dynamic_symbols):
-        needed[prefix] = max(needed.get(prefix, "0"), version, key=dotted)
+    needed = needed_symbol_versions(tf_stopgrad.library_path())
     allowed = MANYLINUX_SYMBOL_VERSIONS[tensorflow_platform_floor()]
     too_new = {prefix: version for prefix, version in needed.items()
                if dotted(version) > dotted(allowed[prefix])}  # fmt: skip
