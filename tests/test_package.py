@@ -112,7 +112,6 @@ def needed_symbol_versions(library: str) -> dict[str, str]:
     return needed
 
 
-@pytest.mark.core
 def test_the_op_library_needs_no_newer_glibc_or_libstdcxx_than_its_tensorflow():
     # Wherever this TensorFlow installs, its op library loads: 2.15-2.20 are manylinux2014.
     needed = needed_symbol_versions(tf_stopgrad.library_path())
