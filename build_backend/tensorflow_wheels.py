@@ -39,7 +39,7 @@ _NEWEST_GLIBC_MINOR = 40
 
 def host_architecture() -> str:
     """The machine architecture as wheel tags spell it: x86_64, aarch64."""
-    return platform.machine().lower().replace("arm64", "aarch64").replace("amd64", "x86_64")
+    return platform.machine()
 
 
 def cache_dir() -> Path:
@@ -96,9 +96,9 @@ def _platform_options(architecture: str) -> list[str]:
     """pip's options to download for ``architecture``: none for this machine's own."""
     if architecture == host_architecture():
         return []
-    tags = [f"manylinux2014_{architecture}"] + [
-        f"manylinux_2_{glibc_minor}_{architecture}" for glibc_minor in range(17, _NEWEST_GLIBC_MINOR + 1)
-    ]
+    glibc_minors = range(17, _NEWEST_GLIBC_MINOR + 1)
+    tags = [f"manylinux2014_{architecture}"]
+    tags += [f"manylinux_2_{glibc_minor}_{architecture}" for glibc_minor in glibc_minors]
     python = f"{sys.version_info.major}{sys.version_info.minor}"
     return [option for tag in tags for option in ("--platform", tag)] + [
         "--implementation", "cp", "--python-version", python, "--abi", f"cp{python}",
@@ -121,9 +121,13 @@ def _holding_distribution(shell_wheel: Path, architecture: str) -> str:
     for line in lines:
         if line.startswith("Requires-Dist:"):
             requirement = Requirement(line.split(":", 1)[1].strip())
-            if requirement.marker is not None and requirement.marker.evaluate(environment):
-                if requirement.name.startswith("tensorflow"):
-                    return f"{requirement.name}{requirement.specifier}"
+            marker = requirement.marker
+            if (
+                marker is not None
+                and marker.evaluate(environment)
+                and requirement.name.startswith("tensorflow")
+            ):
+                return f"{requirement.name}{requirement.specifier}"
     raise SystemExit(f"tf_stopgrad: {shell_wheel.name} holds no TensorFlow libraries and names "
                      f"no distribution that does on Linux {architecture}")  # fmt: skip
 

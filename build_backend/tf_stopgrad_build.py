@@ -72,6 +72,11 @@ class _Plan:
     """What one build compiles: the TensorFlow releases, and how to describe each to CMake."""
 
     def __init__(self, config_settings: dict[str, Any] | None):
+        if not sys.platform.startswith("linux"):
+            raise _fail(
+                f"tf_stopgrad builds on Linux only (x86_64 and aarch64); this is "
+                f"{sys.platform}. macOS and Windows builds are not supported yet."
+            )
         settings = dict(config_settings or {})
         requested = settings.pop(RELEASES_SETTING, None)
         self.architecture = settings.pop(ARCHITECTURE_SETTING, None) or _host_architecture()
@@ -79,13 +84,17 @@ class _Plan:
         self.skbuild_settings = settings
         self.portable = requested is not None
         if self.architecture not in ARCHITECTURES:
-            raise _fail(f"-C {ARCHITECTURE_SETTING}={self.architecture!r}: the architectures "
-                        f"TensorFlow publishes Linux wheels for are {', '.join(ARCHITECTURES)}")
+            raise _fail(
+                f"-C {ARCHITECTURE_SETTING}={self.architecture!r}: the architectures "
+                f"TensorFlow publishes Linux wheels for are {', '.join(ARCHITECTURES)}"
+            )
         if self.cross and not self.portable:
-            raise _fail(f"-C {ARCHITECTURE_SETTING}={self.architecture} builds the prebuilt wheel "
-                        f"for another machine: name its releases too, e.g. pip wheel . "
-                        f"-C {RELEASES_SETTING}={supported_tensorflow.describe()} "
-                        f"-C {ARCHITECTURE_SETTING}={self.architecture}")
+            raise _fail(
+                f"-C {ARCHITECTURE_SETTING}={self.architecture} builds the prebuilt wheel "
+                f"for another machine: name its releases too, e.g. pip wheel . "
+                f"-C {RELEASES_SETTING}={supported_tensorflow.describe()} "
+                f"-C {ARCHITECTURE_SETTING}={self.architecture}"
+            )
         self.compiler_command = _working_cxx_compiler(self.architecture if self.cross else None)
         self.compiler = shlex.join(self.compiler_command)
         if self.portable:
@@ -171,7 +180,8 @@ def _working_cxx_compiler(cross_architecture: str | None = None) -> list[str]:
         raise _fail(
             f"building for {cross_architecture} on this {_host_architecture()} machine needs a "
             f"C++17 cross compiler, and none works here. Tried: {', '.join(tried)}. Install one "
-            f"(Debian/Ubuntu: apt-get install g++-{cross_architecture.replace('_', '-')}-linux-gnu), "
+            f"(Debian/Ubuntu: apt-get install g++-{cross_architecture.replace('_', '-')}"
+            "-linux-gnu), "
             "or set CXX to one, then run pip again."
         )
     raise _fail(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from support import REPO_ROOT
 sys.path.insert(0, str(REPO_ROOT / "build_backend"))
 import supported_tensorflow
 import tensorflow_config
+import tensorflow_wheels
 
 CONFIGURE_TIMEOUT_S = 180
 
@@ -183,7 +185,7 @@ def test_builds_for_different_tensorflow_releases_never_share_a_build_directory(
     def build_dir(release):
         plan = tf_stopgrad_build._Plan.__new__(tf_stopgrad_build._Plan)
         plan.skbuild_settings, plan.compiler_command = {}, ["/usr/bin/c++"]
-        plan.compiler = plan.compiler_command[0]
+        plan.compiler, plan.architecture, plan.cross = plan.compiler_command[0], "x86_64", False
         monkeypatch.setattr(plan, "describe_releases", lambda: [release], raising=False)
         with tf_stopgrad_build._build_settings(plan) as (_, directory):
             return directory
@@ -260,7 +262,7 @@ def hidden_compilers(tmp_path: Path) -> dict[str, str]:
     fake_bin = tmp_path / "fake_bin"
     fake_bin.mkdir()
     for tool in ("cc", "c++", "gcc", "g++", "clang", "clang++", "cmake"):
-        (fake_bin / tool).write_text("#!/bin/sh\necho \"$0: no compiler here\" >&2\nexit 1\n")
+        (fake_bin / tool).write_text('#!/bin/sh\necho "$0: no compiler here" >&2\nexit 1\n')
         (fake_bin / tool).chmod(0o755)
     env = dict(os.environ, PATH=f"{fake_bin}{os.pathsep}{os.environ['PATH']}",
                PIP_DISABLE_PIP_VERSION_CHECK="1")  # fmt: skip
@@ -396,3 +398,55 @@ def test_editable_install_with_the_lowest_scikit_build_core_then_pytest_and_edit
     )  # fmt: skip
     assert edited.returncode == 0, edited.stderr[-3000:]
     assert edited.stdout.split() == [str(source / "tf_stopgrad" / "__init__.py"), "True"]
+
+
+# --- building for another architecture ------------------------------------------------------
+
+OTHER_ARCHITECTURE = {"x86_64": "aarch64", "aarch64": "x86_64"}.get(platform.machine(), "aarch64")
+
+
+def test_an_architecture_tensorflow_has_no_wheels_for_is_refused():
+    import tf_stopgrad_build
+
+    with pytest.raises(SystemExit, match=r"-C arch='riscv64'.*x86_64, aarch64"):
+        tf_stopgrad_build._Plan({"arch": "riscv64", "tensorflow": "2.21"})
+
+
+def test_a_cross_build_must_name_its_releases():
+    import tf_stopgrad_build
+
+    with pytest.raises(SystemExit, match=rf"name its releases too.*-C tensorflow=2\.\d+-2\.\d+ "
+                                         rf"-C arch={OTHER_ARCHITECTURE}"):  # fmt: skip
+        tf_stopgrad_build._Plan({"arch": OTHER_ARCHITECTURE})
+
+
+def test_without_a_cross_compiler_the_build_says_which_to_install(monkeypatch, tmp_path):
+    import tf_stopgrad_build
+
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    package = f"g\\+\\+-{OTHER_ARCHITECTURE.replace('_', '-')}-linux-gnu"
+    with pytest.raises(SystemExit, match=rf"C\+\+17 cross compiler.*apt-get install {package}"):
+        tf_stopgrad_build._Plan({"arch": OTHER_ARCHITECTURE, "tensorflow": "2.21"})
+
+
+def test_a_shell_wheel_leads_to_the_distribution_that_holds_tensorflow(tmp_path):
+    # TensorFlow 2.15's aarch64 `tensorflow` wheel holds no TensorFlow, only these lines.
+    shell = tmp_path / "tensorflow-2.15.1-cp311-cp311-manylinux2014_aarch64.whl"
+    with zipfile.ZipFile(shell, "w") as archive:
+        archive.writestr("tensorflow-2.15.1.dist-info/METADATA", "\n".join([
+            "Name: tensorflow",
+            "Version: 2.15.1",
+            "Requires-Dist: tensorflow-macos ==2.15.1 ; "
+            'platform_system == "Darwin" and platform_machine == "arm64"',
+            "Requires-Dist: tensorflow-cpu-aws ==2.15.1 ; "
+            'platform_system == "Linux" and (platform_machine == "arm64" or '
+            'platform_machine == "aarch64")',
+            'Requires-Dist: tensorflow-intel ==2.15.1 ; platform_system == "Windows"',
+            "Requires-Dist: numpy <2.0.0,>=1.23.5",
+        ]))  # fmt: skip
+
+    assert not tensorflow_wheels._holds_libraries(shell)
+    assert tensorflow_wheels._holding_distribution(shell, "aarch64") == "tensorflow-cpu-aws==2.15.1"
+    with pytest.raises(SystemExit, match="names no distribution that does on Linux x86_64"):
+        tensorflow_wheels._holding_distribution(shell, "x86_64")

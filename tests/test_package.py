@@ -4,6 +4,7 @@ import doctest
 import importlib.metadata
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -89,12 +90,30 @@ def dotted(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
+def wheel_platform_glibc(wheel_text: str) -> tuple[int, int] | None:
+    """The oldest glibc a WHEEL file's manylinux tags admit; None if it has none."""
+    tags = re.findall(r"^Tag: .*-(?:(manylinux2014)|manylinux_(\d+)_(\d+))_\w+$", wheel_text, re.M)
+    if not tags:
+        return None
+    return min((2, 17) if legacy else (int(major), int(minor)) for legacy, major, minor in tags)
+
+
 def tensorflow_platform_floor() -> tuple[int, int]:
     """The oldest glibc that the installed TensorFlow's wheel is tagged for."""
     name = importlib.metadata.packages_distributions()["tensorflow"][0]
-    wheel = importlib.metadata.distribution(name).read_text("WHEEL")
-    tags = re.findall(r"^Tag: .*-(?:(manylinux2014)|manylinux_(\d+)_(\d+))_\w+$", wheel, re.M)
-    return min((2, 17) if legacy else (int(major), int(minor)) for legacy, major, minor in tags)
+    floor = wheel_platform_glibc(importlib.metadata.distribution(name).read_text("WHEEL"))
+    assert floor is not None, f"{name}'s wheel has no manylinux tag"
+    return floor
+
+
+def test_the_wheel_installs_wherever_its_tensorflow_installs():
+    wheel_text = importlib.metadata.distribution("tf_stopgrad").read_text("WHEEL")
+    floor = wheel_platform_glibc(wheel_text)
+    if floor is None:  # a source build, tagged for this machine only
+        this_machine = rf"^Tag: py3-none-linux_{platform.machine()}$"
+        assert re.search(this_machine, wheel_text, re.M), wheel_text
+    else:
+        assert floor <= tensorflow_platform_floor(), wheel_text
 
 
 def needed_symbol_versions(library: str) -> dict[str, str]:
