@@ -22,6 +22,8 @@ import supported_tensorflow
 import tensorflow_config
 import tensorflow_wheels
 
+pytestmark = pytest.mark.compiler
+
 CONFIGURE_TIMEOUT_S = 180
 
 needs_cmake = pytest.mark.skipif(shutil.which("cmake") is None, reason="needs cmake on PATH")

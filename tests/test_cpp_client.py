@@ -16,7 +16,10 @@ PROGRAM = Path(__file__).parent / "cpp" / "client_api_check.cc"
 MESSAGE = "labels are sampled, not learned"  # the message client_api_check.cc passes
 INPUT = [3.0, -1.5, 0.25, 8.0]  # the constant client_api_check.cc builds
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ on PATH")
+pytestmark = [
+    pytest.mark.compiler,
+    pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ on PATH"),
+]
 
 
 def compile_command(source, output):

@@ -13,9 +13,9 @@ import pytest
 import tensorflow as tf
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
-from tf_stopgrad.examples import EXAMPLES, adversarial, em, rbm, softmax
 
 import tf_stopgrad
+from tf_stopgrad.examples import EXAMPLES, adversarial, em, rbm, softmax
 
 
 def max_abs_difference(first, second) -> float:

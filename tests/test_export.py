@@ -10,7 +10,9 @@ expected values.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.metadata
 import json
 import shutil
 import subprocess
@@ -254,17 +256,24 @@ def tflite_models(converted) -> dict[str, Path]:
     }
 
 
+@functools.cache
 def onnx_tools_missing() -> str | None:
-    """Why tf2onnx and onnxruntime cannot be used with this TensorFlow, or None."""
-    try:
-        import onnxruntime  # noqa: F401
-        import tf2onnx  # noqa: F401
-    except ImportError as error:
+    """Why tf2onnx and onnxruntime cannot be used with this TensorFlow, or None. Probed in a
+    process of its own: importing onnxruntime kills the interpreter under qemu-user."""
+    probe = subprocess.run([sys.executable, "-c", "import onnxruntime, tf2onnx"],
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    error = (probe.stderr.strip().splitlines() or [""])[-1]
+    if probe.returncode == 0:
+        return None
+    if probe.returncode < 0 or probe.returncode > 128:
+        return f"importing onnxruntime kills this interpreter (exit status {probe.returncode})"
+    if error.startswith(("ImportError", "ModuleNotFoundError")):
         return f"tf2onnx/onnxruntime not installed for TensorFlow {tf.__version__}: {error}"
-    except AttributeError as error:
+    if error.startswith("AttributeError: "):
         # TF 2.15-2.17 pin an ml_dtypes too old for the onnx that pip resolves next to them.
-        return f"onnx cannot be imported next to TensorFlow {tf.__version__}: {error}"
-    return None
+        reason = error.removeprefix("AttributeError: ")
+        return f"onnx cannot be imported next to TensorFlow {tf.__version__}: {reason}"
+    raise AssertionError(f"importing onnxruntime and tf2onnx failed:\n{probe.stderr}")
 
 
 @pytest.fixture(scope="module")
@@ -350,13 +359,20 @@ def test_onnxruntime_matches_tensorflow(without_plugin, name):
     )
 
 
+def saved_model_cli() -> list[str]:
+    """TensorFlow's ``saved_model_cli`` console script, run by this interpreter: its entry point,
+    found as pip finds it (a ``pip --target`` install has no script beside the interpreter)."""
+    (script,) = importlib.metadata.entry_points(group="console_scripts", name="saved_model_cli")
+    run = f"import sys; from {script.module} import {script.attr}; sys.exit({script.attr}())"
+    return [sys.executable, "-c", run]
+
+
 def test_saved_model_cli_runs_the_export_and_not_the_plugin_model(exported, workdir):
-    saved_model_cli = Path(sys.executable).parent / "saved_model_cli"
     outputs = {}
     for kind in ("builtin", "source"):
         outdir = workdir / f"cli_{kind}"
         outputs[kind] = subprocess.run(
-            [str(saved_model_cli), "run", "--dir", str(exported[kind]), "--tag_set", "serve",
+            [*saved_model_cli(), "run", "--dir", str(exported[kind]), "--tag_set", "serve",
              "--signature_def", "serving_default", "--input_exprs", f"x={INPUTS}",
              "--outdir", str(outdir)],
             capture_output=True, text=True, timeout=WORKER_TIMEOUT_S,
@@ -369,6 +385,7 @@ def test_saved_model_cli_runs_the_export_and_not_the_plugin_model(exported, work
     assert "Op type not registered" in outputs["source"].stderr
 
 
+@pytest.mark.compiler
 @needs_gcc
 def test_c_api_loader_runs_the_export_without_the_plugin(exported, workdir):
     (meta_graph,) = read_saved_model(exported["builtin"]).meta_graphs

@@ -60,6 +60,7 @@ int main() {
 """
 
 
+@pytest.mark.compiler
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ on PATH")
 def test_the_op_table_python_uses_is_the_one_cc_op_names_h_defines(tmp_path):
     # CMake reads cc/op_names.h with regular expressions into the build record; the compiler
