@@ -79,8 +79,9 @@ class _Plan:
             )
         settings = dict(config_settings or {})
         requested = settings.pop(RELEASES_SETTING, None)
-        self.architecture = settings.pop(ARCHITECTURE_SETTING, None) or _host_architecture()
-        self.cross = self.architecture != _host_architecture()
+        host = tensorflow_wheels.host_architecture()
+        self.architecture = settings.pop(ARCHITECTURE_SETTING, None) or host
+        self.cross = self.architecture != host
         self.skbuild_settings = settings
         self.portable = requested is not None
         if self.architecture not in ARCHITECTURES:
@@ -140,10 +141,6 @@ def _fail(message: str) -> SystemExit:
     return SystemExit(f"\ntf_stopgrad: {message}\n")
 
 
-def _host_architecture() -> str:
-    return tensorflow_wheels.host_architecture()
-
-
 def _working_cxx_compiler(cross_architecture: str | None = None) -> list[str]:
     """The first C++ compiler command that compiles and links a C++17 program: $CXX, or c++,
     g++, clang++ (for another architecture: its GNU cross compiler, e.g.
@@ -178,11 +175,11 @@ def _working_cxx_compiler(cross_architecture: str | None = None) -> list[str]:
         tried.append(f"{candidate} (cannot compile C++17)")
     if cross_architecture:
         raise _fail(
-            f"building for {cross_architecture} on this {_host_architecture()} machine needs a "
-            f"C++17 cross compiler, and none works here. Tried: {', '.join(tried)}. Install one "
-            f"(Debian/Ubuntu: apt-get install g++-{cross_architecture.replace('_', '-')}"
-            "-linux-gnu), "
-            "or set CXX to one, then run pip again."
+            f"building for {cross_architecture} on this {tensorflow_wheels.host_architecture()} "
+            f"machine needs a C++17 cross compiler, and none works here. Tried: "
+            f"{', '.join(tried)}. Install one (Debian/Ubuntu: apt-get install "
+            f"g++-{cross_architecture.replace('_', '-')}-linux-gnu), or set CXX to one, then run "
+            "pip again."
         )
     raise _fail(
         "building from source needs a C++17 compiler, and none works here. Tried: "

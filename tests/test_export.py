@@ -368,11 +368,11 @@ def saved_model_cli() -> list[str]:
 
 
 def test_saved_model_cli_runs_the_export_and_not_the_plugin_model(exported, workdir):
-    outputs = {}
+    command, outputs = saved_model_cli(), {}
     for kind in ("builtin", "source"):
         outdir = workdir / f"cli_{kind}"
         outputs[kind] = subprocess.run(
-            [*saved_model_cli(), "run", "--dir", str(exported[kind]), "--tag_set", "serve",
+            [*command, "run", "--dir", str(exported[kind]), "--tag_set", "serve",
              "--signature_def", "serving_default", "--input_exprs", f"x={INPUTS}",
              "--outdir", str(outdir)],
             capture_output=True, text=True, timeout=WORKER_TIMEOUT_S,
