@@ -141,6 +141,33 @@ def test_the_op_library_needs_no_newer_glibc_or_libstdcxx_than_its_tensorflow():
     assert not too_new, f"needs {too_new}; TensorFlow {tf.__version__}'s platform allows {allowed}"
 
 
+def exported_symbols(library: str) -> set[str]:
+    """The symbols an ELF library defines for others (``nm -D --defined-only``), mangled."""
+    from elftools.elf.elffile import ELFFile
+
+    with open(library, "rb") as file:
+        return {
+            symbol.name
+            for symbol in ELFFile(file).get_section_by_name(".dynsym").iter_symbols()
+            if symbol.name
+            and symbol["st_shndx"] != "SHN_UNDEF"
+            and symbol["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK", "STB_GNU_UNIQUE")
+        }
+
+
+# The C++ client API's constructors (tf_stopgrad/stop_gradient.h), as the Itanium ABI mangles them.
+CLIENT_API_CONSTRUCTORS = ("_ZN11tf_stopgrad12StopGradientC", "_ZN11tf_stopgrad15PreventGradientC")
+
+
+def test_the_op_library_exports_only_the_client_api():
+    # Anything else (TensorFlow's, absl's or the standard library's inline code) would shadow
+    # TensorFlow's own copies in a program that links the op library first.
+    exported = exported_symbols(tf_stopgrad.library_path())
+    assert {name for name in exported if not name.startswith("_ZN11tf_stopgrad")} == set()
+    for constructor in CLIENT_API_CONSTRUCTORS:
+        assert any(name.startswith(constructor) for name in exported), (constructor, exported)
+
+
 def test_op_names_are_namespaced_not_the_builtin_names():
     for op_type in (tf_stopgrad.STOP_GRADIENT_OP, tf_stopgrad.PREVENT_GRADIENT_OP):
         namespace, _, name = op_type.partition(">")

@@ -10,10 +10,13 @@
 #include "tensorflow/cc/framework/ops.h"
 #include "tensorflow/cc/framework/scope.h"
 
+// The op library is built with hidden visibility; this marks what it exports.
+#define TF_STOPGRAD_API __attribute__((visibility("default")))
+
 namespace tf_stopgrad {
 
 // Outputs `input` unchanged; gradients do not flow back through it.
-class StopGradient {
+class TF_STOPGRAD_API StopGradient {
  public:
   StopGradient(const tensorflow::Scope& scope, tensorflow::Input input);
   operator tensorflow::Output() const { return output; }
@@ -25,7 +28,7 @@ class StopGradient {
 };
 
 // Outputs `input` unchanged; asking for a gradient through it is an error carrying `message`.
-class PreventGradient {
+class TF_STOPGRAD_API PreventGradient {
  public:
   struct Attrs {
     Attrs Message(std::string message) const {

@@ -1,0 +1,77 @@
+"""Puts the Python wheels' op libraries into the jar: Maven runs this before it packages.
+
+    python3 op_libraries.py WHEEL_DIR CLASSES_DIR
+
+Each ``tf_stopgrad-*-<platform>_<arch>.whl`` in WHEEL_DIR gives its ``libtf_stopgrad_ops-tf2.N.so``
+files to CLASSES_DIR/org/tfstopgrad/native/linux-<arch>/, with JavaCPP's names for the
+architectures (x86_64, arm64), and their list to op_libraries.txt beside them, which the Java
+loader reads. If WHEEL_DIR holds no wheel, this builds both with pip, as
+.ci/run's wheels lane does (README, "Building the wheels"), for every supported minor.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "build_backend"))
+import supported_tensorflow  # noqa: E402
+
+# The wheel's architecture tag, and JavaCPP's name for it (TensorFlow Java's classifiers).
+JAVA_PLATFORMS = {"x86_64": "linux-x86_64", "aarch64": "linux-arm64"}
+RESOURCE_DIR = "org/tfstopgrad/native"
+
+
+def wheels(wheel_dir: Path) -> list[Path]:
+    return sorted(
+        wheel
+        for architecture in JAVA_PLATFORMS
+        for wheel in wheel_dir.glob(f"tf_stopgrad-*_{architecture}.whl")
+    )
+
+
+def build_wheels(wheel_dir: Path) -> None:
+    releases = supported_tensorflow.describe()
+    for architecture in JAVA_PLATFORMS:
+        print(f"op_libraries.py: building the {architecture} wheel for TensorFlow {releases}")
+        subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(wheel_dir), str(REPO),
+             "-C", f"tensorflow={releases}", "-C", f"arch={architecture}"],
+            check=True,
+        )
+
+
+def copy_libraries(wheel: Path, classes_dir: Path) -> list[str]:
+    architecture = next(arch for arch in JAVA_PLATFORMS if wheel.name.endswith(f"_{arch}.whl"))
+    destination = classes_dir / RESOURCE_DIR / JAVA_PLATFORMS[architecture]
+    destination.mkdir(parents=True, exist_ok=True)
+    copied = []
+    with zipfile.ZipFile(wheel) as archive:
+        for name in archive.namelist():
+            file_name = name.rsplit("/", 1)[-1]
+            if name.startswith("tf_stopgrad/libtf_stopgrad_ops-tf") and name.endswith(".so"):
+                (destination / file_name).write_bytes(archive.read(name))
+                copied.append(f"{JAVA_PLATFORMS[architecture]}/{file_name}")
+    return copied
+
+
+def main(wheel_dir: Path, classes_dir: Path) -> None:
+    wheel_dir.mkdir(parents=True, exist_ok=True)
+    if not wheels(wheel_dir):
+        build_wheels(wheel_dir)
+    found = wheels(wheel_dir)
+    if not found:
+        sys.exit(f"op_libraries.py: no tf_stopgrad wheel in {wheel_dir}")
+    listed = set()
+    for wheel in found:
+        copied = copy_libraries(wheel, classes_dir)
+        listed.update(copied)
+        print(f"op_libraries.py: {wheel.name}: {', '.join(copied)}")
+    (classes_dir / RESOURCE_DIR / "op_libraries.txt").write_text("".join(f"{name}\n" for name in sorted(listed)))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -1,0 +1,94 @@
+package org.tfstopgrad;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.List;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.Test;
+import org.tensorflow.TensorFlow;
+import org.tensorflow.proto.OpDef;
+
+/** Which op library the loader picks, where it puts it, and how it refuses. */
+class LoaderTest {
+
+  @Test
+  void loadsTheLibraryForTheRunningTensorFlowOnce() {
+    Path library = TfStopgrad.load();
+    String version = TensorFlow.version();
+    String minor = version.substring(0, version.indexOf('.', version.indexOf('.') + 1));
+    assertEquals("libtf_stopgrad_ops-tf" + minor + ".so", library.getFileName().toString());
+    assertTrue(library.startsWith(Paths.get(System.getProperty("org.bytedeco.javacpp.cachedir"))), library.toString());
+    assertTrue(Files.isRegularFile(library));
+    assertEquals(library, TfStopgrad.load());
+  }
+
+  @Test
+  void registersBothOpTypesWithTheBuiltInsInterfaces() {
+    TfStopgrad.load();
+    List<OpDef> ops = TensorFlow.registeredOpList().getOpList();
+    OpDef builtin = ops.stream().filter(op -> op.getName().equals("PreventGradient")).findFirst().orElseThrow();
+    OpDef ours = ops.stream().filter(op -> op.getName().equals(PreventGradient.OP_NAME)).findFirst().orElseThrow();
+    assertEquals(builtin.getInputArgList(), ours.getInputArgList());
+    assertEquals(builtin.getOutputArgList(), ours.getOutputArgList());
+    assertEquals(builtin.getAttrList(), ours.getAttrList());
+    assertTrue(ops.stream().anyMatch(op -> op.getName().equals(StopGradient.OP_NAME)));
+  }
+
+  @Test
+  void aTensorFlowWithoutALibraryIsRefusedWithTheTestedReleases() {
+    UnsupportedOperationException refused =
+        assertThrows(
+            UnsupportedOperationException.class,
+            () -> TfStopgrad.libraryResource("linux-x86_64", "2.10.1"));
+    assertTrue(
+        refused.getMessage().matches(
+            "tf_stopgrad has op libraries for TensorFlow 2\\.15, .*2\\.21 on linux-x86_64, but this"
+                + " TensorFlow Java runs TensorFlow 2\\.10\\.1\\. Use a TensorFlow Java release whose"
+                + " TensorFlow is one of those; tested: 1\\.0\\.0 \\(TensorFlow 2\\.16\\), 1\\.1\\.0"
+                + " \\(TensorFlow 2\\.18\\) .*"),
+        refused.getMessage());
+  }
+
+  @Test
+  void anotherPlatformIsRefusedWithThePlatformsItHas() {
+    String arch = System.getProperty("os.arch");
+    System.setProperty("os.arch", "ppc64le");
+    try {
+      UnsupportedOperationException refused =
+          assertThrows(UnsupportedOperationException.class, TfStopgrad::platform);
+      assertTrue(
+          refused.getMessage().startsWith("tf_stopgrad has op libraries for linux-"),
+          refused.getMessage());
+      assertTrue(refused.getMessage().contains(" ppc64le. Run it on one of those"), refused.getMessage());
+    } finally {
+      System.setProperty("os.arch", arch);
+    }
+  }
+
+  @Test
+  void theJarCarriesEveryMinorOfTheWheelsForBothArchitectures() throws Exception {
+    String listed;
+    try (var list = TfStopgrad.class.getResourceAsStream("/org/tfstopgrad/native/op_libraries.txt")) {
+      listed = new String(list.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+    }
+    List<String> lines = listed.lines().collect(Collectors.toList());
+    // The one place the supported releases are written: "tensorflow>=2.15,<2.22".
+    String pyproject = Files.readString(Paths.get(System.getProperty("basedir"), "..", "pyproject.toml"));
+    Matcher range = Pattern.compile("\"tensorflow>=2\\.(\\d+),<2\\.(\\d+)\"").matcher(pyproject);
+    assertTrue(range.find(), "pyproject.toml names no TensorFlow range");
+    for (String platform : List.of("linux-x86_64", "linux-arm64")) {
+      for (int minor = Integer.parseInt(range.group(1)); minor < Integer.parseInt(range.group(2)); minor++) {
+        String library = platform + "/libtf_stopgrad_ops-tf2." + minor + ".so";
+        assertTrue(lines.contains(library), library + " not in " + lines);
+        assertTrue(TfStopgrad.class.getResource("/org/tfstopgrad/native/" + library) != null, library);
+      }
+    }
+  }
+}
