@@ -245,9 +245,10 @@ def _build_settings(plan: _Plan):
     """scikit-build-core settings for ``plan``, and the build directory of its own they name.
 
     The directory is named after what the build compiles against: each TensorFlow's version,
-    compile options and libraries (by size), and the compiler. So objects compiled against one
-    TensorFlow are never reused for another, while the same TensorFlow found elsewhere (pip's
-    isolated build environment, then the venv) reuses the directory. It is locked for the
+    compile options and libraries (by size), the compiler, and the flags the user asked for
+    (``_requested_flags``). So objects compiled against one TensorFlow, or with other flags,
+    are never reused for another, while the same TensorFlow found elsewhere (pip's isolated
+    build environment, then the venv) reuses the directory. It is locked for the
     build, so that two builds from one checkout at once take turns instead of corrupting each
     other. Only the ``KEPT_BUILD_DIRS`` most recently used directories are kept.
     """
@@ -258,7 +259,8 @@ def _build_settings(plan: _Plan):
          [os.path.getsize(library) for library in release["libraries"]]]
         for release in releases
     ]  # fmt: skip
-    key = hashlib.sha256(json.dumps([identity, plan.compiler]).encode()).hexdigest()[:12]
+    inputs = [identity, plan.compiler, _requested_flags(plan.skbuild_settings)]
+    key = hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:12]
     versions = "+".join(release["version"] for release in releases)
     build_dir = BUILD_ROOT / f"tf{versions}-{plan.architecture}-{key}"
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -277,6 +279,32 @@ def _build_settings(plan: _Plan):
             settings["cmake.define.CMAKE_SYSTEM_NAME"] = "Linux"
             settings["cmake.define.CMAKE_SYSTEM_PROCESSOR"] = plan.architecture
         yield settings, build_dir
+
+
+# What CMake and scikit-build-core read from the environment that changes what is compiled:
+# CMake initializes CMAKE_CXX_FLAGS from CXXFLAGS and its linker flags from LDFLAGS;
+# scikit-build-core adds CMAKE_ARGS, and reads any of its cmake.* settings from SKBUILD_CMAKE_*.
+_FLAG_VARIABLES = ("CXXFLAGS", "LDFLAGS", "CMAKE_ARGS")
+_SETTING_VARIABLES_PREFIX = "SKBUILD_CMAKE_"
+_CMAKE_SETTINGS_PREFIX = "cmake."
+
+
+def _requested_flags(skbuild_settings: dict[str, Any]) -> dict[str, Any]:
+    """What the user asked the compiler and CMake for: the flag variables above, and every
+    ``-C cmake.*`` setting (``cmake.args``, ``cmake.build-type``, ``cmake.define.*``). The
+    build directory's name and the reuse of a previous wheel both depend on it, so a build
+    with other flags compiles again."""
+    environment = {
+        name: value
+        for name, value in sorted(os.environ.items())
+        if name in _FLAG_VARIABLES or name.startswith(_SETTING_VARIABLES_PREFIX)
+    }
+    settings = {
+        name: value
+        for name, value in sorted(skbuild_settings.items())
+        if name.startswith(_CMAKE_SETTINGS_PREFIX)
+    }
+    return {"environment": environment, "settings": settings}
 
 
 def _delete_old_build_dirs() -> None:
@@ -301,12 +329,13 @@ _WHEEL_SOURCES = ("pyproject.toml", "README.md", "CMakeLists.txt", "cc", "cmake"
 _PREVIOUS_WHEEL = "previous-wheel"
 
 
-def _source_fingerprint() -> str:
-    """A hash of every file a wheel is made from, so that an unchanged checkout is not
-    compiled again (``pip install .`` then ``pip install ".[test]"``)."""
+def _wheel_fingerprint(requested_flags: dict[str, Any]) -> str:
+    """A hash of every file a wheel is made from and of the flags the user asked for
+    (``_requested_flags``), so that an unchanged checkout built the same way is not compiled
+    again (``pip install .`` then ``pip install ".[test]"``)."""
     with open(SOURCE_DIR / "pyproject.toml", "rb") as file:
         packages = _toml_load(file)["tool"]["scikit-build"]["wheel"]["packages"]
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(json.dumps(requested_flags, sort_keys=True).encode() + b"\0")
     for top in sorted({*_WHEEL_SOURCES, *packages}):
         path = SOURCE_DIR / top
         files = [path] if path.is_file() else sorted(path.rglob("*"))
@@ -322,14 +351,15 @@ def _reuse_previous_wheel(build_dir: Path, sources: str, wheel_directory: Path) 
     if it was made from the same sources; else None."""
     previous = build_dir / _PREVIOUS_WHEEL
     wheels = list(previous.glob("*.whl"))
-    fingerprint = previous / "sources.sha256"
+    fingerprint = previous / "inputs.sha256"
     if len(wheels) != 1 or not fingerprint.is_file():
         return None
     if fingerprint.read_text().strip() != sources:
         return None
     shutil.copy2(wheels[0], wheel_directory / wheels[0].name)
-    print(f"tf_stopgrad: reusing the build of {wheels[0].name} in {build_dir}: the sources and "
-          "the TensorFlow it was built against are unchanged", file=sys.stderr)  # fmt: skip
+    print(f"tf_stopgrad: reusing the build of {wheels[0].name} in {build_dir}: the sources, "
+          "the TensorFlow it was built against, the compiler and the flags are unchanged",
+          file=sys.stderr)  # fmt: skip
     return wheels[0].name
 
 
@@ -338,7 +368,7 @@ def _keep_for_reuse(build_dir: Path, sources: str, wheel: Path) -> None:
     shutil.rmtree(previous, ignore_errors=True)
     previous.mkdir()
     shutil.copy2(wheel, previous / wheel.name)
-    (previous / "sources.sha256").write_text(sources + "\n")
+    (previous / "inputs.sha256").write_text(sources + "\n")
 
 
 # --- PEP 517 hooks -------------------------------------------------------------------------
@@ -366,7 +396,7 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     plan = _plan_for(config_settings)
     with _build_settings(plan) as (settings, build_dir):
-        sources = _source_fingerprint()
+        sources = _wheel_fingerprint(_requested_flags(plan.skbuild_settings))
         reused = _reuse_previous_wheel(build_dir, sources, Path(wheel_directory))
         if reused is not None:
             return reused

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import platform
@@ -176,6 +177,19 @@ def test_a_release_described_from_its_files_matches_tf_sysconfig():
     assert from_files == tensorflow_config.describe_installed()
 
 
+def build_directory(monkeypatch, release: dict, skbuild_settings: dict | None = None) -> Path:
+    """The build directory the backend picks for ``release`` and the scikit-build-core
+    settings ``skbuild_settings``, under the ``BUILD_ROOT`` the test set."""
+    import tf_stopgrad_build
+
+    plan = tf_stopgrad_build._Plan.__new__(tf_stopgrad_build._Plan)
+    plan.skbuild_settings, plan.compiler_command = dict(skbuild_settings or {}), ["/usr/bin/c++"]
+    plan.compiler, plan.architecture, plan.cross = plan.compiler_command[0], "x86_64", False
+    monkeypatch.setattr(plan, "describe_releases", lambda: [release], raising=False)
+    with tf_stopgrad_build._build_settings(plan) as (_, directory):
+        return directory
+
+
 @pytest.mark.core
 def test_builds_for_different_tensorflow_releases_never_share_a_build_directory(
     monkeypatch, tmp_path
@@ -185,12 +199,7 @@ def test_builds_for_different_tensorflow_releases_never_share_a_build_directory(
     monkeypatch.setattr(tf_stopgrad_build, "BUILD_ROOT", tmp_path)
 
     def build_dir(release):
-        plan = tf_stopgrad_build._Plan.__new__(tf_stopgrad_build._Plan)
-        plan.skbuild_settings, plan.compiler_command = {}, ["/usr/bin/c++"]
-        plan.compiler, plan.architecture, plan.cross = plan.compiler_command[0], "x86_64", False
-        monkeypatch.setattr(plan, "describe_releases", lambda: [release], raising=False)
-        with tf_stopgrad_build._build_settings(plan) as (_, directory):
-            return directory
+        return build_directory(monkeypatch, release)
 
     installed = tensorflow_config.describe_installed()
     other_version = dict(installed, version="2.99.0")
@@ -205,6 +214,86 @@ def test_builds_for_different_tensorflow_releases_never_share_a_build_directory(
     # The same release found in another place (pip's build environment, then the venv).
     elsewhere = dict(installed, include_dirs=["/elsewhere/include"])
     assert build_dir(elsewhere) == build_dir(installed)
+
+
+def passes_user_flags(variable: str) -> bool:
+    """Whether the environment variable passes compiler or CMake flags to the build."""
+    return variable in ("CXXFLAGS", "LDFLAGS", "CMAKE_ARGS") or variable.startswith("SKBUILD_")
+
+
+USER_FLAGS = {
+    "CXXFLAGS": ({"CXXFLAGS": "-fsanitize=address"}, {}),
+    "LDFLAGS": ({"LDFLAGS": "-fsanitize=address"}, {}),
+    "CMAKE_ARGS": ({"CMAKE_ARGS": "-DCMAKE_CXX_FLAGS=-g"}, {}),
+    "SKBUILD_CMAKE_BUILD_TYPE": ({"SKBUILD_CMAKE_BUILD_TYPE": "Debug"}, {}),
+    "SKBUILD_CMAKE_DEFINE": ({"SKBUILD_CMAKE_DEFINE": "CMAKE_CXX_FLAGS=-g"}, {}),
+    "-C cmake.define": ({}, {"cmake.define.CMAKE_CXX_FLAGS": "-fsanitize=address"}),
+    "-C cmake.build-type": ({}, {"cmake.build-type": "Debug"}),
+    "-C cmake.args": ({}, {"cmake.args": "-DCMAKE_CXX_FLAGS=-g"}),
+}
+
+
+@pytest.mark.core
+@pytest.mark.parametrize(("environment", "settings"), USER_FLAGS.values(), ids=USER_FLAGS)
+def test_a_flag_the_user_asks_for_gets_its_own_build_directory_and_is_never_reused(
+    environment, settings, monkeypatch, tmp_path
+):
+    import tf_stopgrad_build
+
+    monkeypatch.setattr(tf_stopgrad_build, "BUILD_ROOT", tmp_path)
+    for name in filter(passes_user_flags, list(os.environ)):
+        monkeypatch.delenv(name)
+    installed = tensorflow_config.describe_installed()
+    plain_directory = build_directory(monkeypatch, installed)
+    plain_fingerprint = tf_stopgrad_build._wheel_fingerprint(tf_stopgrad_build._requested_flags({}))
+    # A setting that changes nothing compiled keeps the directory.
+    assert build_directory(monkeypatch, installed, {"build.verbose": "true"}) == plain_directory
+
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    requested = tf_stopgrad_build._requested_flags(settings)
+
+    assert build_directory(monkeypatch, installed, settings) != plain_directory
+    assert tf_stopgrad_build._wheel_fingerprint(requested) != plain_fingerprint
+
+
+GCC_SWITCHES_SECTION = ".GCC.command.line"  # what -frecord-gcc-switches adds; strip keeps it
+
+
+def op_library_sections(wheel: Path) -> set[str]:
+    """The ELF section names of the one op library in ``wheel``."""
+    from elftools.elf.elffile import ELFFile
+
+    with zipfile.ZipFile(wheel) as archive:
+        record = json.loads(archive.read("tf_stopgrad/_build_record.json"))
+        (library,) = record["libraries"].values()
+        with archive.open(f"tf_stopgrad/{library['file']}") as packed:
+            data = packed.read()
+    return {section.name for section in ELFFile(io.BytesIO(data)).iter_sections()}
+
+
+@pytest.mark.rebuild
+def test_a_rebuild_with_another_cxxflags_compiles_with_it(tmp_path):
+    source = copy_of_checkout(tmp_path / "checkout")
+    env = {name: value for name, value in os.environ.items() if not passes_user_flags(name)}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+
+    def wheel_built(dist: str, **flags: str) -> tuple[Path, str]:
+        built = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(tmp_path / dist),
+             str(source)],
+            env=dict(env, **flags), capture_output=True, text=True, timeout=REBUILD_TIMEOUT_S,
+        )  # fmt: skip
+        assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+        (wheel,) = (tmp_path / dist).glob("tf_stopgrad-*.whl")
+        return wheel, built.stdout + built.stderr
+
+    plain, _ = wheel_built("plain")
+    recorded, output = wheel_built("recorded", CXXFLAGS="-frecord-gcc-switches")
+
+    assert "tf_stopgrad: reusing the build of" not in output
+    assert GCC_SWITCHES_SECTION not in op_library_sections(plain)
+    assert GCC_SWITCHES_SECTION in op_library_sections(recorded)
 
 
 def test_only_the_most_recently_used_build_directories_are_kept(monkeypatch, tmp_path):
@@ -241,10 +330,13 @@ def test_an_unchanged_checkout_reuses_its_last_wheel_and_a_changed_one_does_not(
         directory.mkdir()
     wheel = first / "tf_stopgrad-0.0.0-py3-none-linux_x86_64.whl"
     wheel.write_bytes(b"a wheel")
-    tf_stopgrad_build._keep_for_reuse(build_dir, tf_stopgrad_build._source_fingerprint(), wheel)
+    no_flags = tf_stopgrad_build._requested_flags({})
+    tf_stopgrad_build._keep_for_reuse(
+        build_dir, tf_stopgrad_build._wheel_fingerprint(no_flags), wheel
+    )
 
     reused = tf_stopgrad_build._reuse_previous_wheel(
-        build_dir, tf_stopgrad_build._source_fingerprint(), second
+        build_dir, tf_stopgrad_build._wheel_fingerprint(no_flags), second
     )
     assert reused == wheel.name
     assert (second / wheel.name).read_bytes() == b"a wheel"
@@ -253,7 +345,7 @@ def test_an_unchanged_checkout_reuses_its_last_wheel_and_a_changed_one_does_not(
         source.write("// edited\n")
     assert (
         tf_stopgrad_build._reuse_previous_wheel(
-            build_dir, tf_stopgrad_build._source_fingerprint(), second
+            build_dir, tf_stopgrad_build._wheel_fingerprint(no_flags), second
         )
         is None
     )

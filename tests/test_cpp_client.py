@@ -1,9 +1,12 @@
 """The C++ client API: a plain program using tf_stopgrad/stop_gradient.h builds, links and
-behaves like TensorFlow's own C++ StopGradient and PreventGradient (tests/cpp/)."""
+behaves like TensorFlow's own C++ StopGradient and PreventGradient (tests/cpp/), built both
+with g++ and the flags BUILD_NOTES.md lists, and with CMake against tf_stopgrad's CMake
+package (``find_package(tf_stopgrad CONFIG)``)."""
 
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +16,7 @@ import tensorflow as tf
 import tf_stopgrad
 
 PROGRAM = Path(__file__).parent / "cpp" / "client_api_check.cc"
+CMAKE_PROJECT = PROGRAM.parent  # its CMakeLists.txt builds PROGRAM with the CMake package
 MESSAGE = "labels are sampled, not learned"  # the message client_api_check.cc passes
 INPUT = [3.0, -1.5, 0.25, 8.0]  # the constant client_api_check.cc builds
 
@@ -42,16 +46,47 @@ def compile_command(source, output):
     ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def program_output(tmp_path_factory):
-    """`label: value` lines the compiled program prints, as a dict."""
-    workdir = tmp_path_factory.mktemp("cpp_client")
+def cmake_dir() -> str:
+    """What ``python -m tf_stopgrad --cmake-dir`` prints."""
+    printed = subprocess.run(
+        [sys.executable, "-m", "tf_stopgrad", "--cmake-dir"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert printed.returncode == 0, printed.stderr[-3000:]
+    return printed.stdout.strip()
+
+
+def built_with_gpp(workdir: Path) -> Path:
     executable = workdir / "client_api_check"
     compiled = subprocess.run(
         compile_command(PROGRAM, executable),
         cwd=workdir, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert compiled.returncode == 0, compiled.stderr[-5000:]
+    return executable
+
+
+def built_with_cmake(workdir: Path) -> Path:
+    """The program built by CMake from PATH, configured as BUILD_NOTES.md says: only
+    ``tf_stopgrad_DIR`` given, so the package finds its Python itself."""
+    build = workdir / "build"
+    for command in (
+        ["cmake", "-S", str(CMAKE_PROJECT), "-B", str(build), f"-Dtf_stopgrad_DIR={cmake_dir()}"],
+        ["cmake", "--build", str(build)],
+    ):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
+    return build / "client_api_check"
+
+
+@pytest.fixture(scope="module", params=["g++", "cmake"])
+def program_output(request, tmp_path_factory):
+    """`label: value` lines the compiled program prints, as a dict."""
+    if shutil.which(request.param) is None:
+        pytest.skip(f"needs {request.param} on PATH")
+    workdir = tmp_path_factory.mktemp("cpp_client")
+    build = built_with_gpp if request.param == "g++" else built_with_cmake
+    executable = build(workdir)
     ran = subprocess.run(
         [str(executable)],
         cwd=workdir, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
@@ -59,6 +94,33 @@ def program_output(tmp_path_factory):
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout + ran.stderr[-3000:]
     return dict(line.split(": ", 1) for line in ran.stdout.splitlines() if ": " in line)
+
+
+def test_cmake_dir_holds_the_package_and_its_version_file():
+    directory = Path(cmake_dir())
+    assert (directory / "tf_stopgradConfig.cmake").is_file()
+    assert (directory / "tf_stopgradConfigVersion.cmake").is_file()
+
+
+def test_cmake_package_asked_with_a_python_without_tf_stopgrad_says_which_python_to_use(
+    tmp_path,
+):
+    if shutil.which("cmake") is None:
+        pytest.skip("needs cmake on PATH")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")],
+                   check=True, timeout=120)  # fmt: skip
+    other_python = tmp_path / "venv" / "bin" / "python"
+    configured = subprocess.run(
+        ["cmake", "-S", str(CMAKE_PROJECT), "-B", str(tmp_path / "build"),
+         f"-Dtf_stopgrad_DIR={cmake_dir()}", f"-DPython_EXECUTABLE={other_python}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+    assert configured.returncode != 0
+    message = " ".join(configured.stderr.split())  # CMake wraps long messages
+    assert "No module named 'tf_stopgrad'" in message
+    assert f"{other_python} cannot describe tf_stopgrad for CMake" in message
+    assert f"python -m tf_stopgrad --cmake-dir printed {cmake_dir()}" in message
 
 
 def values(text):

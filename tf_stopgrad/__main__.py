@@ -4,6 +4,7 @@
     python -m tf_stopgrad demo {softmax,em,rbm,adversarial,all} [--quick] [--plot FILE.png]
     python -m tf_stopgrad bench [--quick] [--rounds N] [--plot FILE.png]
     python -m tf_stopgrad export SRC DST [--inference]
+    python -m tf_stopgrad --cmake-dir          where find_package(tf_stopgrad CONFIG) looks
 
 TensorFlow's C++ log lines are hidden unless --tf-logs is given (anywhere on the line).
 """
@@ -21,6 +22,7 @@ import tensorflow as tf
 
 import tf_stopgrad
 from tf_stopgrad import _compat
+from tf_stopgrad._cmake_package import cmake_dir
 from tf_stopgrad._command_line import SHOW_TF_LOGS_FLAG, native_stderr_captured
 from tf_stopgrad.examples import EXAMPLES
 
@@ -198,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
         help="show TensorFlow's C++ log lines (hidden by default; TF_CPP_MIN_LOG_LEVEL, when "
         "set, is respected)",
     )
+    parser.add_argument(
+        "--cmake-dir",
+        action="store_true",
+        help="print the directory of tf_stopgrad's CMake package (tf_stopgradConfig.cmake) for "
+        "a C++ project's find_package(tf_stopgrad CONFIG): -Dtf_stopgrad_DIR=..., then exit",
+    )
     commands = parser.add_subparsers(dest="command")
     demo_parser = commands.add_parser(
         "demo",
@@ -230,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     # Read before TensorFlow was imported (see _command_line.py), wherever it stands.
     rest = [arg for arg in rest if arg != SHOW_TF_LOGS_FLAG]
+    if args.cmake_dir:
+        if args.command or rest:
+            parser.error("--cmake-dir takes no command or other arguments")
+        print(cmake_dir())
+        return 0
     if args.command == "demo":
         return demo(args.name, rest)
     if args.command == "bench":
