@@ -41,7 +41,7 @@ def build_wheels(wheel_dir: Path) -> None:
             [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(wheel_dir), str(REPO),
              "-C", f"tensorflow={releases}", "-C", f"arch={architecture}"],
             check=True,
-        )
+        )  # fmt: skip
 
 
 def copy_libraries(wheel: Path, classes_dir: Path) -> list[str]:
@@ -70,7 +70,8 @@ def main(wheel_dir: Path, classes_dir: Path) -> None:
         copied = copy_libraries(wheel, classes_dir)
         listed.update(copied)
         print(f"op_libraries.py: {wheel.name}: {', '.join(copied)}")
-    (classes_dir / RESOURCE_DIR / "op_libraries.txt").write_text("".join(f"{name}\n" for name in sorted(listed)))
+    listing = "".join(f"{name}\n" for name in sorted(listed))
+    (classes_dir / RESOURCE_DIR / "op_libraries.txt").write_text(listing)
 
 
 if __name__ == "__main__":
