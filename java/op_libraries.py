@@ -5,8 +5,8 @@
 Each ``tf_stopgrad-*-<platform>_<arch>.whl`` in WHEEL_DIR gives its ``libtf_stopgrad_ops-tf2.N.so``
 files to CLASSES_DIR/org/tfstopgrad/native/linux-<arch>/, with JavaCPP's names for the
 architectures (x86_64, arm64), and their list to op_libraries.txt beside them, which the Java
-loader reads. If WHEEL_DIR holds no wheel, this builds both with pip, as
-.ci/run's wheels lane does (README, "Building the wheels"), for every supported minor.
+loader reads. An architecture with no wheel in WHEEL_DIR gets one built with pip first, for
+every supported minor, by the README's commands (its Install section).
 """
 
 from __future__ import annotations
@@ -25,23 +25,18 @@ JAVA_PLATFORMS = {"x86_64": "linux-x86_64", "aarch64": "linux-arm64"}
 RESOURCE_DIR = "org/tfstopgrad/native"
 
 
-def wheels(wheel_dir: Path) -> list[Path]:
-    return sorted(
-        wheel
-        for architecture in JAVA_PLATFORMS
-        for wheel in wheel_dir.glob(f"tf_stopgrad-*_{architecture}.whl")
-    )
+def wheels(wheel_dir: Path, architecture: str) -> list[Path]:
+    return sorted(wheel_dir.glob(f"tf_stopgrad-*_{architecture}.whl"))
 
 
-def build_wheels(wheel_dir: Path) -> None:
+def build_wheel(wheel_dir: Path, architecture: str) -> None:
     releases = supported_tensorflow.describe()
-    for architecture in JAVA_PLATFORMS:
-        print(f"op_libraries.py: building the {architecture} wheel for TensorFlow {releases}")
-        subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(wheel_dir), str(REPO),
-             "-C", f"tensorflow={releases}", "-C", f"arch={architecture}"],
-            check=True,
-        )  # fmt: skip
+    print(f"op_libraries.py: building the {architecture} wheel for TensorFlow {releases}")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(wheel_dir), str(REPO),
+         "-C", f"tensorflow={releases}", "-C", f"arch={architecture}"],
+        check=True,
+    )  # fmt: skip
 
 
 def copy_libraries(wheel: Path, classes_dir: Path) -> list[str]:
@@ -60,13 +55,11 @@ def copy_libraries(wheel: Path, classes_dir: Path) -> list[str]:
 
 def main(wheel_dir: Path, classes_dir: Path) -> None:
     wheel_dir.mkdir(parents=True, exist_ok=True)
-    if not wheels(wheel_dir):
-        build_wheels(wheel_dir)
-    found = wheels(wheel_dir)
-    if not found:
-        sys.exit(f"op_libraries.py: no tf_stopgrad wheel in {wheel_dir}")
     listed = set()
-    for wheel in found:
+    for architecture in JAVA_PLATFORMS:
+        if not wheels(wheel_dir, architecture):
+            build_wheel(wheel_dir, architecture)
+    for wheel in [wheel for arch in JAVA_PLATFORMS for wheel in wheels(wheel_dir, arch)]:
         copied = copy_libraries(wheel, classes_dir)
         listed.update(copied)
         print(f"op_libraries.py: {wheel.name}: {', '.join(copied)}")
