@@ -1,5 +1,7 @@
 """Packaging: one version source, the build record, the loader's checks, docs and main job."""
 
+from __future__ import annotations
+
 import doctest
 import importlib.metadata
 import json
