@@ -177,10 +177,12 @@ PREVENT_DIFFERENTIATIONS = [
 
 # The built-in's wording, which TensorFlow's tests match on; ours adds the message after it.
 BUILTIN_WORDING = "Gradient explicitly disabled. Reason: "
-# Inside a tf.function, autograph re-raises the LookupError as its StagingError (the built-in's
-# too), with the user-code frames before the original message.
-RAISED = {differentiate: LookupError for differentiate in PREVENT_DIFFERENTIATIONS}
-RAISED[function_tape_gradient] = StagingError
+# Inside a tf.function that autograph converts, it re-raises the LookupError as its
+# StagingError (the built-in's too), with the user-code frames before the original message.
+# Where autograph cannot convert the function (TensorFlow 2.21 on Python 3.13), the
+# LookupError comes through as it is. Either way, ours must raise what the built-in raises.
+RAISED = {differentiate: (LookupError,) for differentiate in PREVENT_DIFFERENTIATIONS}
+RAISED[function_tape_gradient] = (StagingError, LookupError)
 
 
 @pytest.mark.parametrize("differentiate", PREVENT_DIFFERENTIATIONS, ids=lambda f: f.__name__)
@@ -188,12 +190,12 @@ def test_prevent_gradient_raises_like_builtin_with_message(differentiate):
     raised = RAISED[differentiate]
     with pytest.raises(raised, match=re.escape(f"{BUILTIN_WORDING}b'built-in reason'")) as builtin:
         differentiate(lambda x: builtin_prevent_gradient(x, message="built-in reason"))
-    assert builtin.type is raised
+    assert builtin.type in raised
 
     ours_message = f"{BUILTIN_WORDING}no E-step grads (op {tf_stopgrad.PREVENT_GRADIENT_OP}"
     with pytest.raises(raised, match=re.escape(ours_message)) as ours:
         differentiate(lambda x: tf_stopgrad.prevent_gradient(x, "no E-step grads"))
-    assert ours.type is raised
+    assert ours.type is builtin.type
 
 
 def test_prevent_gradient_error_names_the_op_and_node_in_graphs():
