@@ -23,7 +23,7 @@ from workers.launch import Worker, free_loopback_ports, run_together, worker_res
 
 MIRRORED_TIMEOUT_S = 120
 MULTI_WORKER_TIMEOUT_S = 90
-# A bound on a hang, not a speed target: under CI load each process takes ~25 s to import TensorFlow.
+# A bound on a hang, not a speed target: under CI load each process imports TensorFlow in ~25 s.
 PARAMETER_SERVER_TIMEOUT_S = 180
 PARAMETER_SERVER_PROMPT_ERROR_S = 10
 COMPARED = ("loss", "gradients", "weights")

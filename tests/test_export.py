@@ -362,7 +362,12 @@ def test_onnxruntime_matches_tensorflow(without_plugin, name):
 def saved_model_cli() -> list[str]:
     """TensorFlow's ``saved_model_cli`` console script, run by this interpreter: its entry point,
     found as pip finds it (a ``pip --target`` install has no script beside the interpreter)."""
-    (script,) = importlib.metadata.entry_points(group="console_scripts", name="saved_model_cli")
+    entry_points = importlib.metadata.entry_points()
+    if hasattr(entry_points, "select"):  # Python 3.10+
+        scripts = entry_points.select(group="console_scripts", name="saved_model_cli")
+    else:  # Python 3.9: a dict of groups
+        scripts = [e for e in entry_points["console_scripts"] if e.name == "saved_model_cli"]
+    (script,) = scripts
     run = f"import sys; from {script.module} import {script.attr}; sys.exit({script.attr}())"
     return [sys.executable, "-c", run]
 

@@ -103,7 +103,13 @@ def wheel_platform_glibc(wheel_text: str) -> tuple[int, int] | None:
 
 def tensorflow_platform_floor() -> tuple[int, int]:
     """The oldest glibc that the installed TensorFlow's wheel is tagged for."""
-    name = importlib.metadata.packages_distributions()["tensorflow"][0]
+    # The distribution that installed the `tensorflow` package (``tensorflow-cpu-aws`` for
+    # 2.15 on aarch64); importlib.metadata.packages_distributions needs Python 3.10.
+    (name,) = {
+        dist.metadata["Name"]
+        for dist in importlib.metadata.distributions()
+        if any(str(file) == "tensorflow/__init__.py" for file in dist.files or ())
+    }
     floor = wheel_platform_glibc(importlib.metadata.distribution(name).read_text("WHEEL"))
     assert floor is not None, f"{name}'s wheel has no manylinux tag"
     return floor
