@@ -384,9 +384,12 @@ def test_a_cxx_of_several_words_is_probed_as_cmake_runs_it(cxx, found, monkeypat
 @pytest.mark.core
 def test_without_a_compiler_pip_install_stops_first_and_says_what_to_install(tmp_path):
     # A fresh environment without TensorFlow: the check must come before pip downloads it.
+    # From a copy of the checkout: pip before 21.3 copies the whole source directory first,
+    # and what else lies in a working tree (venvs, logs) may change while it copies.
+    source = copy_of_checkout(tmp_path / "checkout")
     subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
     installed = subprocess.run(
-        [str(tmp_path / "venv" / "bin" / "python"), "-m", "pip", "install", str(REPO_ROOT)],
+        [str(tmp_path / "venv" / "bin" / "python"), "-m", "pip", "install", str(source)],
         env=hidden_compilers(tmp_path), capture_output=True, text=True, timeout=600,
     )  # fmt: skip
 
