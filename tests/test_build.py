@@ -70,6 +70,7 @@ def test_unusable_tensorflow_headers_stop_the_configure_step_with_the_remedy(tmp
     assert not (tmp_path / "build" / "Makefile").exists(), "nothing may be generated to build"
 
 
+@pytest.mark.slow
 @pytest.mark.core
 @needs_cmake
 def test_the_installed_tensorflow_passes_the_header_check(tmp_path):
@@ -381,6 +382,7 @@ def test_a_cxx_of_several_words_is_probed_as_cmake_runs_it(cxx, found, monkeypat
             tf_stopgrad_build._working_cxx_compiler()
 
 
+@pytest.mark.slow
 @pytest.mark.core
 def test_without_a_compiler_pip_install_stops_first_and_says_what_to_install(tmp_path):
     # A fresh environment without TensorFlow: the check must come before pip downloads it.

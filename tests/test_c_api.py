@@ -10,7 +10,7 @@ from c_programs import build_c_program, needs_gcc, run_c_program
 
 import tf_stopgrad
 
-pytestmark = [pytest.mark.core, pytest.mark.compiler, needs_gcc]
+pytestmark = [pytest.mark.core, pytest.mark.slow, pytest.mark.compiler, needs_gcc]
 
 MESSAGE = "labels are sampled, not learned"
 TF_INVALID_ARGUMENT = tf.errors.INVALID_ARGUMENT

@@ -372,6 +372,7 @@ def saved_model_cli() -> list[str]:
     return [sys.executable, "-c", run]
 
 
+@pytest.mark.slow
 def test_saved_model_cli_runs_the_export_and_not_the_plugin_model(exported, workdir):
     command, outputs = saved_model_cli(), {}
     for kind in ("builtin", "source"):
@@ -392,6 +393,7 @@ def test_saved_model_cli_runs_the_export_and_not_the_plugin_model(exported, work
 
 @pytest.mark.compiler
 @needs_gcc
+@pytest.mark.slow
 def test_c_api_loader_runs_the_export_without_the_plugin(exported, workdir):
     (meta_graph,) = read_saved_model(exported["builtin"]).meta_graphs
     signature = meta_graph.signature_def["serving_default"]
@@ -450,6 +452,7 @@ def test_corrupt_saved_model_is_refused(exported, workdir):
 # --- Command line and the tracing context -------------------------------------------------
 
 
+@pytest.mark.slow
 def test_command_line_export_says_what_it_rewrote(exported, workdir):
     result = run_command(
         "export", str(exported["source"]), str(workdir / "cli_export"), timeout=WORKER_TIMEOUT_S
@@ -459,6 +462,7 @@ def test_command_line_export_says_what_it_rewrote(exported, workdir):
     assert op_types(workdir / "cli_export") == op_types(exported["builtin"])
 
 
+@pytest.mark.slow
 def test_command_line_export_of_bad_input_exits_with_one_line(workdir):
     result = run_command(
         "export", str(workdir / "missing"), str(workdir / "never"), timeout=WORKER_TIMEOUT_S

@@ -88,6 +88,7 @@ def dumps(dump_dir, function, stage):
     return sorted(paths, key=lambda p: int(re.search(r"_(\d+)\.", p.name).group(1)))
 
 
+@pytest.mark.slow
 def test_function_graphs_keep_exactly_the_nodes_the_builtin_keeps(tmp_path):
     dump_dir = tmp_path / "graphs"
     dump_dir.mkdir()

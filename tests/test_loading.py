@@ -144,6 +144,7 @@ def reload_records(tmp_path_factory):
     return {record["action"]: record for record in finished.records()}
 
 
+@pytest.mark.slow
 @pytest.mark.core
 @pytest.mark.parametrize("action", list(RELOAD_ACTIONS))
 def test_loading_again_is_harmless(action, reload_records):
@@ -167,6 +168,7 @@ def damaged_copies(tmp_path_factory):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.core
 @pytest.mark.parametrize("name", list(DAMAGES))
 def test_damaged_install_gives_import_error_with_the_remedy(name, damaged_copies):

@@ -284,6 +284,7 @@ def test_public_api():
     }  # fmt: skip
 
 
+@pytest.mark.slow
 def test_main_job_reports_and_passes_its_self_check():
     # Run where the README runs it: in the repository root, whose ./tf_stopgrad (first on
     # sys.path) has no compiled parts and hands over to the installed copy.
@@ -307,6 +308,7 @@ def test_demo_all_gives_each_example_its_own_plot_file():
     assert _with_plot_suffix(["--quick"], "em") == ["--quick"]
 
 
+@pytest.mark.slow
 def test_main_job_help_describes_every_subcommand(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "tf_stopgrad", "--help"],

@@ -218,6 +218,7 @@ def op_types(graph_dump):
     return sorted(re.findall(r'\bop: "([^"]+)"', graph_dump.read_text()))
 
 
+@pytest.mark.slow
 def test_autoclustering_forms_the_same_clusters_as_with_the_builtin(tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_XLA_FLAGS="--tf_xla_cpu_global_jit",
                TF_DUMP_GRAPH_PREFIX=str(tmp_path), TF_DUMP_GRAPH_NAME_FILTER="*")  # fmt: skip

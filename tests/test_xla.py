@@ -287,6 +287,7 @@ IMPORT_ORDER_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("order", IMPORT_ORDERS)
 def test_jit_works_whatever_ran_before_the_import(order, tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
