@@ -3,7 +3,8 @@ directories and the two libraries an op library links.
 
 Run as a script by an interpreter that imports TensorFlow, it prints a one-element JSON list
 describing that TensorFlow as ``tf.sysconfig`` reports it. ``describe_unpacked`` gives the
-same description for a release unpacked from its wheel, which cannot be imported;
+same description from a release's files, without importing it: unpacked from its wheel,
+which cannot be imported, or installed (the build backend's case: an import takes seconds);
 tests/test_build.py checks that both agree on the installed TensorFlow.
 """
 
@@ -40,7 +41,8 @@ def describe_installed() -> dict:
 
 
 def describe_unpacked(package_dir: Path, version: str) -> dict:
-    """``package_dir`` holds a release's ``include/`` and its two libraries."""
+    """``package_dir`` holds a release's ``include/`` and its two libraries: an unpacked wheel's
+    files, or an installed ``tensorflow`` package."""
     framework = package_dir / FRAMEWORK_LIBRARY
     return {
         "version": version,

@@ -59,12 +59,13 @@ PREBUILT_WHEEL_HINT = (
 )
 
 # The version of the distribution that provides the `tensorflow` package, whatever its name
-# (tensorflow, tensorflow-cpu, tf-nightly), without importing it.
+# (tensorflow, tensorflow-cpu, tf-nightly), and the package's directory, without importing it
+# (an import takes seconds).
 _PROBE = (
     "import importlib.metadata as m, importlib.util as u, json;"
-    "found = u.find_spec('tensorflow') is not None;"
+    "spec = u.find_spec('tensorflow');"
     "names = getattr(m, 'packages_distributions', dict)().get('tensorflow') or ['tensorflow'];"
-    "print(json.dumps(m.version(names[0]) if found else None))"
+    "print(json.dumps(spec and [m.version(names[0]), spec.submodule_search_locations[0]]))"
 )
 
 
@@ -104,21 +105,19 @@ class _Plan:
             self.requirements = ["auditwheel>=6", "wheel>=0.40"]
             return
         target = _target_python()
-        version = _installed_tensorflow(target)
-        if version is None:  # pip installs TensorFlow into the build environment.
+        installed = _installed_tensorflow(target)
+        if installed is None:  # pip installs TensorFlow into the build environment.
             self.installed_python = (sys.executable,)
             self.requirements = [supported_tensorflow.requirement()]
         else:
-            _check_supported(version)
+            _check_supported(installed[0])
             self.installed_python = target
             self.requirements = []
 
     def describe_releases(self) -> list[dict]:
         if self.installed_python is not None:
-            script = Path(tensorflow_config.__file__)
-            out = subprocess.run([*self.installed_python, str(script)], capture_output=True,
-                                 text=True, check=True)  # fmt: skip
-            return json.loads(out.stdout)
+            version, package_dir = _installed_tensorflow(self.installed_python)
+            return [tensorflow_config.describe_unpacked(Path(package_dir), version)]
         return [
             tensorflow_config.describe_unpacked(
                 *tensorflow_wheels.unpacked_release(*minor, self.architecture)
@@ -225,8 +224,8 @@ def _check_supported(version: str) -> None:
 
 
 @functools.cache
-def _installed_tensorflow(python: tuple[str, ...]) -> str | None:
-    """The version of TensorFlow that ``python`` imports, or None."""
+def _installed_tensorflow(python: tuple[str, ...]) -> tuple[str, str] | None:
+    """The version and package directory of the TensorFlow that ``python`` imports, or None."""
     try:
         out = subprocess.run([*python, "-c", _PROBE], capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):

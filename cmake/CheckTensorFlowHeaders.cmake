@@ -1,5 +1,5 @@
 # check_tensorflow_headers(VERSION INCLUDE_DIRS COMPILE_OPTIONS): stop at configure time if a
-# TensorFlow release ships C++ headers that cannot be compiled. Some wheels have had
+# TensorFlow release ships C++ headers that include headers it does not ship. Some wheels have had
 # incomplete headers (TensorFlow 2.19's XLA headers include LLVM headers that it does not
 # ship, tensorflow#90026); without this check the build would die later in a raw compiler
 # error deep inside TensorFlow.
@@ -21,16 +21,17 @@ function(check_tensorflow_headers tf_version tf_include_dirs tf_compile_options)
   file(WRITE "${probe}" "${probe_text}\n")
 
   # The compiler itself, not try_compile: its arguments are passed as they are, so paths with
-  # quotes or spaces are safe, and -fsyntax-only skips code generation.
+  # quotes or spaces are safe. The preprocessor alone finds a header that is not shipped, in a
+  # tenth of the time the parse takes (which the build then does once, not twice).
   list(TRANSFORM tf_include_dirs PREPEND "-I" OUTPUT_VARIABLE include_flags)
   execute_process(
-    COMMAND "${CMAKE_CXX_COMPILER}" -fsyntax-only -w ${include_flags} ${tf_compile_options} "${probe}"
+    COMMAND "${CMAKE_CXX_COMPILER}" -E -o /dev/null -w ${include_flags} ${tf_compile_options} "${probe}"
     RESULT_VARIABLE probe_result
     OUTPUT_VARIABLE probe_output
     ERROR_VARIABLE probe_output)
   list(LENGTH tensorflow_includes header_count)
   if(probe_result EQUAL 0)
-    message(STATUS "TensorFlow ${tf_version}'s headers: the ${header_count} the plugin includes compile")
+    message(STATUS "TensorFlow ${tf_version}'s headers: the ${header_count} the plugin includes are complete")
     return()
   endif()
 
