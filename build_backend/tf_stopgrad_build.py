@@ -7,7 +7,9 @@ only into that release line. Two kinds of build:
   into. pip builds in an isolated environment that hides that environment's packages, so
   the backend asks the installing interpreter itself, started with ``-E`` to ignore pip's
   isolation ``PYTHONPATH`` (``TF_STOPGRAD_PYTHON=/path/to/python`` names another). Without
-  TensorFlow there, the newest supported release becomes a build requirement.
+  TensorFlow there, it builds against the newest supported release taken from its wheel, as
+  below (installing TensorFlow into the build environment took a minute more), and pip then
+  installs that release as a dependency.
 * ``pip wheel . -C tensorflow=2.15-2.21``: one op library per minor release, each compiled
   against that release's wheel (tensorflow_wheels.py), in one ``py3-none`` wheel tagged with
   the manylinux platform that ``auditwheel`` measures. ``-C arch=aarch64`` cross-compiles it
@@ -104,15 +106,15 @@ class _Plan:
             self.installed_python: tuple[str, ...] | None = None
             self.requirements = ["auditwheel>=6", "wheel>=0.40"]
             return
+        self.requirements = []
         target = _target_python()
         installed = _installed_tensorflow(target)
-        if installed is None:  # pip installs TensorFlow into the build environment.
-            self.installed_python = (sys.executable,)
-            self.requirements = [supported_tensorflow.requirement()]
+        if installed is None:
+            self.minors = supported_tensorflow.minors()[-1:]
+            self.installed_python = None
         else:
             _check_supported(installed[0])
             self.installed_python = target
-            self.requirements = []
 
     def describe_releases(self) -> list[dict]:
         if self.installed_python is not None:
