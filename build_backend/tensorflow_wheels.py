@@ -132,9 +132,18 @@ def _holding_distribution(shell_wheel: Path, architecture: str) -> str:
                      f"no distribution that does on Linux {architecture}")  # fmt: skip
 
 
+# -E: pip's build isolation puts its own PYTHONPATH first, which may hide pip itself.
+_PIP = [sys.executable, "-E", "-m", "pip"]
+
+
+def can_download() -> bool:
+    """Whether this build's interpreter has pip to fetch wheels with (a build environment that
+    uv made has none)."""
+    return subprocess.run([*_PIP, "--version"], capture_output=True).returncode == 0
+
+
 def _download(requirement: str, architecture: str, into: Path) -> Path:
-    # -E: pip's build isolation puts its own PYTHONPATH first, which may hide pip itself.
-    command = [sys.executable, "-E", "-m", "pip", "download", "--no-deps", "--quiet",
+    command = [*_PIP, "download", "--no-deps", "--quiet",
                "--only-binary=:all:", "--disable-pip-version-check", "--dest", str(into),
                *_platform_options(architecture), requirement]  # fmt: skip
     print(f"tf_stopgrad: fetching {requirement} for {architecture} (headers and libraries only)",

@@ -9,7 +9,8 @@ only into that release line. Two kinds of build:
   isolation ``PYTHONPATH`` (``TF_STOPGRAD_PYTHON=/path/to/python`` names another). Without
   TensorFlow there, it builds against the newest supported release taken from its wheel, as
   below (installing TensorFlow into the build environment took a minute more), and pip then
-  installs that release as a dependency.
+  installs that release as a dependency. A front end without pip (uv) installs that release
+  into the build environment instead.
 * ``pip wheel . -C tensorflow=2.15-2.21``: one op library per minor release, each compiled
   against that release's wheel (tensorflow_wheels.py), in one ``py3-none`` wheel tagged with
   the manylinux platform that ``auditwheel`` measures. ``-C arch=aarch64`` cross-compiles it
@@ -109,12 +110,15 @@ class _Plan:
         self.requirements = []
         target = _target_python()
         installed = _installed_tensorflow(target)
-        if installed is None:
-            self.minors = supported_tensorflow.minors()[-1:]
-            self.installed_python = None
-        else:
+        if installed is not None:
             _check_supported(installed[0])
             self.installed_python = target
+        elif tensorflow_wheels.can_download():  # the newest release, unpacked from its wheel
+            self.minors = supported_tensorflow.minors()[-1:]
+            self.installed_python = None
+        else:  # without pip, the front end installs it into the build environment
+            self.installed_python = (sys.executable,)
+            self.requirements = [supported_tensorflow.requirement()]
 
     def describe_releases(self) -> list[dict]:
         if self.installed_python is not None:
