@@ -178,6 +178,22 @@ def test_a_release_described_from_its_files_matches_tf_sysconfig():
     assert from_files == tensorflow_config.describe_installed()
 
 
+@pytest.mark.parametrize("front_end_has_pip", [True, False], ids=["pip", "uv"])
+def test_without_tensorflow_a_source_build_takes_the_newest_release(front_end_has_pip, monkeypatch):
+    import tf_stopgrad_build
+
+    monkeypatch.setattr(tf_stopgrad_build, "_installed_tensorflow", lambda python: None)
+    monkeypatch.setattr(tensorflow_wheels, "can_download", lambda: front_end_has_pip)
+
+    plan = tf_stopgrad_build._Plan({})
+
+    if front_end_has_pip:  # from its wheel, unpacked, as the prebuilt wheel's build does
+        assert plan.minors == supported_tensorflow.minors()[-1:]
+        assert plan.requirements == []
+    else:  # installed into the build environment by the front end
+        assert plan.requirements == [supported_tensorflow.requirement()]
+
+
 def build_directory(monkeypatch, release: dict, skbuild_settings: dict | None = None) -> Path:
     """The build directory the backend picks for ``release`` and the scikit-build-core
     settings ``skbuild_settings``, under the ``BUILD_ROOT`` the test set."""
