@@ -27,6 +27,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+import staging
 from packaging.requirements import Requirement
 from tensorflow_config import CC_LIBRARY, FRAMEWORK_LIBRARY
 
@@ -162,10 +163,10 @@ def _download(requirement: str, architecture: str, into: Path) -> Path:
 
 
 def _unpack(wheel: Path, destination: Path) -> Path:
-    """Unpacks the build inputs next to ``destination``, then renames it into place, so that
+    """Unpacks the build inputs beside ``destination``, then renames them into place, so that
     a concurrent or interrupted build never sees half a release."""
     destination.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}-", dir=destination.parent))
+    partial, lock = staging.new_staging_directory(destination, "unpack")
     wanted = re.compile(rf"tensorflow/(include/.*|{re.escape(FRAMEWORK_LIBRARY)}|"
                         rf"{re.escape(CC_LIBRARY)})$")  # fmt: skip
     try:
@@ -174,17 +175,19 @@ def _unpack(wheel: Path, destination: Path) -> Path:
                 match = wanted.match(member.filename)
                 if match is None or member.is_dir():
                     continue
-                target = staging / match.group(1)
+                target = partial / match.group(1)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with archive.open(member) as source, open(target, "wb") as sink:
                     shutil.copyfileobj(source, sink, 1 << 20)
-        (staging / _COMPLETE).write_text(wheel.name + "\n")
-        staging.chmod(0o755)  # mkdtemp made it private
+        (partial / _COMPLETE).write_text(wheel.name + "\n")
+        partial.chmod(0o755)  # mkdtemp made it private
         try:
-            staging.rename(destination)
+            partial.rename(destination)
         except OSError:  # Another build unpacked the same release first.
             if not (destination / _COMPLETE).is_file():
                 raise
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(partial, ignore_errors=True)
+        if lock is not None:
+            os.close(lock)
     return destination

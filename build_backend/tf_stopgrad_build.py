@@ -24,7 +24,6 @@ TensorFlow found is one tf_stopgrad supports (supported_tensorflow.py).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import json
@@ -39,6 +38,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import staging
 import supported_tensorflow
 import tensorflow_config
 import tensorflow_wheels
@@ -269,8 +269,9 @@ def _build_settings(plan: _Plan):
     versions = "+".join(release["version"] for release in releases)
     build_dir = BUILD_ROOT / f"tf{versions}-{plan.architecture}-{key}"
     build_dir.mkdir(parents=True, exist_ok=True)
-    with open(build_dir.parent / f"{build_dir.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    lock = staging.lock(build_dir, wait=True)
+    try:
+        os.utime(build_dir)  # the most recently used
         _delete_old_build_dirs()
         releases_file = build_dir / "tensorflow_releases.json"
         releases_file.write_text(releases_json)
@@ -284,6 +285,9 @@ def _build_settings(plan: _Plan):
             settings["cmake.define.CMAKE_SYSTEM_NAME"] = "Linux"
             settings["cmake.define.CMAKE_SYSTEM_PROCESSOR"] = plan.architecture
         yield settings, build_dir
+    finally:
+        if lock is not None:
+            os.close(lock)
 
 
 # What CMake and scikit-build-core read from the environment that changes what is compiled:
@@ -313,17 +317,11 @@ def _requested_flags(skbuild_settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def _delete_old_build_dirs() -> None:
-    """Deletes all but the ``KEPT_BUILD_DIRS`` most recently used build directories (their lock
-    files are rewritten by each build), skipping any that another build holds."""
-    locks = sorted(BUILD_ROOT.glob("*.lock"), key=lambda path: path.stat().st_mtime, reverse=True)
-    for lock_path in locks[KEPT_BUILD_DIRS:]:
-        with open(lock_path, "a") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue
-            shutil.rmtree(lock_path.with_suffix(""), ignore_errors=True)
-            lock_path.unlink()
+    """Deletes all but the ``KEPT_BUILD_DIRS`` most recently used build directories (each build
+    touches its own), skipping any that another build holds."""
+    build_dirs = sorted(BUILD_ROOT.glob("tf*-*"), key=lambda path: -path.stat().st_mtime)
+    for build_dir in build_dirs[KEPT_BUILD_DIRS:]:
+        staging.remove_unless_locked(build_dir)
 
 
 # --- reusing an identical build ----------------------------------------------------------

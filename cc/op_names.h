@@ -1,6 +1,5 @@
-// The plugin's op types, and the built-in op each one stands for. Free of TensorFlow includes:
-// CMake reads the two tables below into the build record (tests/test_package.py compiles this
-// header and checks that reading), which is how Python learns them.
+// The plugin's op types, and the built-in op each one stands for. Python and Java write the
+// same names; tests/test_package.py checks them against the ops the loaded library registers.
 #ifndef TF_STOPGRAD_OP_NAMES_H_
 #define TF_STOPGRAD_OP_NAMES_H_
 

@@ -1,6 +1,6 @@
 """Shared by the stress suite: short or long form, subprocess workers, RSS, live tensors, RAM.
 
-The stress tests run in a short form by default. ``TF_STOPGRAD_STRESS=long pytest -m stress``
+The stress tests run in a short form by default. ``TF_STOPGRAD_STRESS=long pytest tests/test_stress_*.py``
 runs the long form. Measured figures are printed; ``pytest -rP`` shows them.
 """
 

@@ -130,7 +130,7 @@ def layered_venv(path: Path) -> tuple[Path, dict[str, str]]:
     return python, env
 
 
-@pytest.mark.rebuild
+@pytest.mark.slow
 def test_changing_tensorflow_in_place_asks_for_the_rebuild_that_then_works(tmp_path):
     other_minor = other_tensorflow_minor()
     python, env = layered_venv(tmp_path / "venv")
@@ -292,7 +292,7 @@ def op_library_of(wheel: Path) -> bytes:
         return archive.read(f"tf_stopgrad/{library['file']}")
 
 
-@pytest.mark.rebuild
+@pytest.mark.slow
 def test_a_rebuild_with_another_cxxflags_compiles_with_it(tmp_path):
     import tf_stopgrad
 
@@ -320,18 +320,20 @@ def test_only_the_most_recently_used_build_directories_are_kept(monkeypatch, tmp
     monkeypatch.setattr(tf_stopgrad_build, "BUILD_ROOT", tmp_path)
     kept = tf_stopgrad_build.KEPT_BUILD_DIRS
     names = [f"tf2.{minor}.0-000000000000" for minor in range(kept + 3)]  # oldest first
+    (tmp_path / "not-a-build").mkdir()
     for age, name in enumerate(reversed(names)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "object.o").write_bytes(b"")
-        lock = tmp_path / f"{name}.lock"
-        lock.write_text("")
-        os.utime(lock, (1_000_000 - age, 1_000_000 - age))
-    with open(tmp_path / f"{names[0]}.lock") as held_by_another_build:  # the oldest
+        os.utime(tmp_path / name, (1_000_000 - age, 1_000_000 - age))
+    held_by_another_build = os.open(tmp_path / names[0], os.O_RDONLY)  # the oldest
+    try:
         fcntl.flock(held_by_another_build, fcntl.LOCK_EX)
         tf_stopgrad_build._delete_old_build_dirs()
+    finally:
+        os.close(held_by_another_build)
 
     remaining = sorted(path.name for path in tmp_path.iterdir() if path.is_dir())
-    assert remaining == sorted([names[0], *names[-kept:]])
+    assert remaining == sorted(["not-a-build", names[0], *names[-kept:]])
 
 
 def test_an_unchanged_checkout_reuses_its_last_wheel_and_a_changed_one_does_not(
@@ -427,7 +429,9 @@ def install_tensorflow_metadata(python: str, version: str) -> None:
     package.mkdir()
     (package / "__init__.py").write_text('raise ImportError("metadata only")\n')
     metadata.mkdir()
-    (metadata / "METADATA").write_text(f"Metadata-Version: 2.1\nName: tensorflow\nVersion: {version}\n")
+    (metadata / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: tensorflow\nVersion: {version}\n"
+    )
     (metadata / "top_level.txt").write_text("tensorflow\n")
 
 
@@ -450,7 +454,7 @@ def test_a_source_build_refuses_tensorflow_older_than_the_supported_range(tmp_pa
     assert "Building wheel for tf_stopgrad" not in output, "it compiled before refusing"
 
 
-@pytest.mark.rebuild
+@pytest.mark.slow
 def test_two_builds_at_once_from_a_checkout_whose_path_has_a_space_quote_and_dollar(tmp_path):
     # Not a double quote or ${...}: CMake's own install script cannot take them (BUILD_NOTES).
     source = copy_of_checkout(tmp_path / "it's a checkout $HOME")
@@ -491,7 +495,7 @@ def lowest_scikit_build_core() -> str:
     return re.search(r'requires = \["scikit-build-core>=([\d.]+)"\]', requires).group(1)
 
 
-@pytest.mark.rebuild
+@pytest.mark.slow
 def test_editable_install_with_the_lowest_scikit_build_core_then_pytest_and_edits(tmp_path):
     # Without build isolation, the build uses the environment's scikit-build-core: the lowest
     # one pyproject.toml allows. Its editable finder must serve the build record too.

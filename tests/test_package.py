@@ -5,11 +5,9 @@ from __future__ import annotations
 import configparser
 import doctest
 import importlib.metadata
-import json
 import os
 import platform
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -40,45 +38,25 @@ def test_build_record_matches_the_running_tensorflow():
     assert info["tf_version"] == tf.__version__
     assert info["cxx11_abi"] == tf.sysconfig.CXX11_ABI_FLAG
     assert info["compiler"]
-    assert (info["stop_gradient_op"], info["prevent_gradient_op"]) == (
-        tf_stopgrad.STOP_GRADIENT_OP,
-        tf_stopgrad.PREVENT_GRADIENT_OP,
-    )
 
 
-PRINT_OP_TABLE = r"""
-#include <cstdio>
-#include "op_names.h"
-int main() {
-  std::printf("{\"stop_gradient_op\": \"%s\", \"prevent_gradient_op\": \"%s\", "
-              "\"builtin_op_types\": {", tf_stopgrad::kStopGradientOp,
-              tf_stopgrad::kPreventGradientOp);
-  const char* separator = "";
-  for (const auto& op : tf_stopgrad::kPluginOps) {
-    std::printf("%s\"%s\": \"%s\"", separator, op.type, op.builtin_type);
-    separator = ", ";
-  }
-  std::printf("}}\n");
-}
-"""
+def test_each_language_names_the_op_types_the_library_registers():
+    from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.client import pywrap_tf_session
 
-
-@pytest.mark.compiler
-@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ on PATH")
-def test_the_op_table_python_uses_is_the_one_cc_op_names_h_defines(tmp_path):
-    # CMake reads cc/op_names.h with regular expressions into the build record; the compiler
-    # reads it as C++. Both must see the same table.
-    (tmp_path / "print_op_table.cc").write_text(PRINT_OP_TABLE)
-    subprocess.run(
-        ["g++", "-std=c++17", f"-I{REPO_ROOT / 'cc'}", "print_op_table.cc", "-o", "print"],
-        cwd=tmp_path, check=True, timeout=120,
-    )  # fmt: skip
-    compiled = json.loads(subprocess.run([str(tmp_path / "print")], capture_output=True,
-                                         text=True, check=True).stdout)  # fmt: skip
-    record = _loader.build_record()
-    assert {key: record[key] for key in compiled} == compiled
-    assert compiled["builtin_op_types"] == tf_stopgrad.ops.BUILTIN_OP_TYPES
-    assert set(compiled["builtin_op_types"].values()) == {"StopGradient", "PreventGradient"}
+    library = pywrap_tf_session.TF_LoadLibrary(tf_stopgrad.library_path())
+    registered = {op.name for op in op_def_pb2.OpList.FromString(
+        pywrap_tf_session.TF_GetOpList(library)).op}  # fmt: skip
+    python = {tf_stopgrad.STOP_GRADIENT_OP, tf_stopgrad.PREVENT_GRADIENT_OP}
+    java = {
+        re.search(r'OP_NAME = "([^"]+)"', path.read_text()).group(1)
+        for path in (REPO_ROOT / "java/src/main/java/org/tfstopgrad").glob("*Gradient.java")
+    }
+    assert registered == python == java == set(tf_stopgrad.ops.BUILTIN_OP_TYPES)
+    assert tf_stopgrad.ops.BUILTIN_OP_TYPES == {
+        tf_stopgrad.STOP_GRADIENT_OP: "StopGradient",
+        tf_stopgrad.PREVENT_GRADIENT_OP: "PreventGradient",
+    }
 
 
 # The newest symbol versions each manylinux policy allows, from auditwheel's policy list.
@@ -327,7 +305,7 @@ def test_readme_compatibility_table_has_one_row_per_supported_minor():
 
 
 def default_ci_lanes() -> set[str]:
-    """The lanes of the default `bash .ci/run`: .ci/tox.ini's env_list, its {A-B} ranges expanded."""
+    """The lanes of the default `bash .ci/run`: .ci/tox.ini's env_list, ranges expanded."""
     config = configparser.ConfigParser(interpolation=None)
     config.read(REPO_ROOT / ".ci" / "tox.ini")
     lanes = set()
@@ -345,7 +323,7 @@ def test_default_ci_run_has_a_lane_for_every_supported_minor_and_platform():
     lanes = default_ci_lanes()
     minors = [minor for _, minor in supported_tensorflow.minors()]
     for minor in minors:
-        assert any(lane == f"tf2.{minor}" or lane.startswith(f"tf2.{minor}-") for lane in lanes), minor
+        assert any(lane.split("-")[0] == f"tf2.{minor}" for lane in lanes), minor
     oldest, newest = minors[0], minors[-1]
     assert {"wheels", "source", "asan", "java", f"tf2.{oldest}-bullseye", f"tf2.{newest}-trixie",
             f"tf2.{newest}-aarch64"} <= lanes  # fmt: skip

@@ -20,8 +20,6 @@ from stress_support import (
     skip_unless_available_ram,
 )
 
-pytestmark = pytest.mark.stress
-
 HUGE_TENSORS = [  # the largest first: the worker's pooled allocator then reuses its memory
     {"name": "float32 over 4 GiB", "dtype": "float32", "shape": [2**16, 2**14 + 1]},
     {"name": "int8 over 2**31 elements", "dtype": "int8", "shape": [2**31 + 64]},

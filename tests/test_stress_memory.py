@@ -15,8 +15,6 @@ from support import as_bits
 
 import tf_stopgrad
 
-pytestmark = pytest.mark.stress
-
 RSS_LIMIT = 16 * MIB
 EAGER_CALLS = scaled(short=20_000, long=100_000)
 TAPED_CALLS = scaled(short=1_000, long=10_000)

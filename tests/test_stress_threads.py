@@ -17,8 +17,6 @@ from support import ALL_PLAIN_DTYPES, as_bits, sample
 
 import tf_stopgrad
 
-pytestmark = pytest.mark.stress
-
 THREADS = 8
 ITERATIONS_PER_THREAD = scaled(short=500, long=10_000)
 SHAPES = [(), (5,), (2, 0, 3), (4, 33)]

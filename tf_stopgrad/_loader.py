@@ -21,6 +21,10 @@ from urllib.parse import unquote, urlparse
 import tensorflow as tf
 
 BUILD_RECORD = "_build_record.json"
+# The op types the op library registers (cc/op_names.h), and the built-in op each stands for.
+STOP_GRADIENT_OP = "TfStopgrad>StopGradient"
+PREVENT_GRADIENT_OP = "TfStopgrad>PreventGradient"
+BUILTIN_OP_TYPES = {STOP_GRADIENT_OP: "StopGradient", PREVENT_GRADIENT_OP: "PreventGradient"}
 
 
 @functools.cache
@@ -50,9 +54,9 @@ def build_info() -> dict[str, Any]:
         "source_dir": record["source_dir"],
         "library_name": library["file"],
         "tf_versions": [entry["tf_version"] for entry in _libraries_by_minor().values()],
-        "stop_gradient_op": record["stop_gradient_op"],
-        "prevent_gradient_op": record["prevent_gradient_op"],
-        "builtin_op_types": record["builtin_op_types"],
+        "stop_gradient_op": STOP_GRADIENT_OP,
+        "prevent_gradient_op": PREVENT_GRADIENT_OP,
+        "builtin_op_types": BUILTIN_OP_TYPES,
     }
 
 
@@ -150,7 +154,6 @@ def load_op_library() -> types.ModuleType:
     library = _library_for(tf.__version__)
     check_compatible(library, tf.__version__, tf.sysconfig.CXX11_ABI_FLAG)
     path = library_path()
-    info = build_info()
     remedy = f"Reinstall tf_stopgrad: {build_command()}"
     if not os.path.isfile(path):
         raise ImportError(f"tf_stopgrad's op library is missing: {path} does not exist. {remedy}")
@@ -166,8 +169,8 @@ def load_op_library() -> types.ModuleType:
         ) from error
     if not all(hasattr(module, name) for name in _OP_WRAPPERS):
         raise ImportError(
-            f"{path} loaded, but it does not define the ops {info['stop_gradient_op']} and "
-            f"{info['prevent_gradient_op']}: it is not tf_stopgrad's op library. {remedy}"
+            f"{path} loaded, but it does not define the ops {STOP_GRADIENT_OP} and "
+            f"{PREVENT_GRADIENT_OP}: it is not tf_stopgrad's op library. {remedy}"
         )
     return module
 

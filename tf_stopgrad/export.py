@@ -21,12 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
-import re
 import shutil
 import stat
-import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -38,7 +35,7 @@ from google.protobuf import text_format
 from tensorflow.core.framework import graph_pb2, node_def_pb2, op_def_pb2
 from tensorflow.core.protobuf import saved_model_pb2
 
-from . import _compat, ops
+from . import _compat, _staging, ops
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -138,7 +135,6 @@ def to_builtin_saved_model(src_dir: PathLike, dst_dir: PathLike, *, inference: b
         stripped = meta_graph.meta_info_def.stripped_op_list
         stripped.CopyFrom(_ops_used(meta_graph.graph_def, used, stripped))
 
-    _remove_killed_exports(dst)
     _write(saved_model, src, dst, directories, files)
     return rewritten_nodes
 
@@ -307,61 +303,6 @@ def _source_entries(src: Path) -> tuple[list[Path], list[Path]]:
     return directories, files
 
 
-def _staging_prefix(dst: Path) -> str:
-    return f".{dst.name}.tf_stopgrad-export-"
-
-
-def _lock(directory: Path, *, wait: bool) -> int | None:
-    """An open descriptor holding an exclusive ``flock`` on ``directory``, or None: another
-    process holds it (when not waiting), it is gone or not a directory, or the file system
-    has no ``flock``. The kernel releases the lock when its process dies, even by SIGKILL."""
-    try:
-        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        # Another export may have removed the directory while this one waited for the lock.
-        if os.path.samestat(os.fstat(descriptor), os.stat(directory, follow_symlinks=False)):
-            return descriptor
-    except OSError:
-        pass
-    os.close(descriptor)
-    return None
-
-
-def _remove_killed_exports(dst: Path) -> None:
-    """Removes the staging directories that earlier exports to ``dst`` left when they were
-    killed: those with our name for ``dst`` whose lock no live process holds."""
-    staging_name = re.compile(re.escape(_staging_prefix(dst)) + r"[a-z0-9_]{8}")
-    if not dst.parent.is_dir():
-        return
-    with os.scandir(dst.parent) as entries:
-        leftovers = [
-            Path(entry.path)
-            for entry in entries
-            if staging_name.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)
-        ]
-    for leftover in leftovers:
-        lock = _lock(leftover, wait=False)
-        if lock is not None:
-            try:
-                shutil.rmtree(leftover, ignore_errors=True)
-            finally:
-                os.close(lock)
-
-
-def _new_staging_directory(dst: Path) -> tuple[Path, int | None]:
-    """A new, locked staging directory beside ``dst`` and the descriptor holding its lock
-    (None where the file system has no ``flock``: then no export ever removes it)."""
-    while True:
-        staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(dst), dir=dst.parent))
-        lock = _lock(staging, wait=True)
-        if lock is not None or staging.is_dir():
-            return staging, lock
-        # Another export took it, not yet locked, for a killed one's and removed it.
-
-
 def _write(
     saved_model: saved_model_pb2.SavedModel,
     src: Path,
@@ -374,7 +315,7 @@ def _write(
     staging, lock = None, None
     try:
         dst.parent.mkdir(parents=True, exist_ok=True)
-        staging, lock = _new_staging_directory(dst)
+        staging, lock = _staging.new_staging_directory(dst, "export")
         for relative in directories:
             (staging / relative).mkdir()
         for relative in files:

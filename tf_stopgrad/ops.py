@@ -15,14 +15,9 @@ from . import _compat, _dtensor
 # The eager path's names as globals of this module: each costs one lookup, not two.
 from ._compat import EagerTensor, eager_context, fast_path_execute, no_tape_can_record
 from ._dtensor import is_dtensor
-from ._loader import build_info, load_op_library
+from ._loader import BUILTIN_OP_TYPES, PREVENT_GRADIENT_OP, STOP_GRADIENT_OP, load_op_library
 
 _generated = load_op_library()
-_built = build_info()
-STOP_GRADIENT_OP: str = _built["stop_gradient_op"]
-PREVENT_GRADIENT_OP: str = _built["prevent_gradient_op"]
-# Each op type and the built-in op it stands for: cc/op_names.h's table, through the build record.
-BUILTIN_OP_TYPES: dict[str, str] = _built["builtin_op_types"]
 
 Composite = Union[tf.RaggedTensor, tf.SparseTensor, tf.IndexedSlices]
 TensorInput = Union[

@@ -9,7 +9,6 @@ eagerly or through a shared tf.function, with a fuzzed PreventGradient message.
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,8 +17,6 @@ from stress_support import report, scaled
 from support import QUANTIZED_STORAGE, as_bits
 
 import tf_stopgrad
-
-pytestmark = pytest.mark.stress
 
 MAX_EXAMPLES = scaled(short=200, long=5_000)
 
