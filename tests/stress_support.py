@@ -1,7 +1,8 @@
 """Shared by the stress suite: short or long form, subprocess workers, RSS, live tensors, RAM.
 
-The stress tests run in a short form by default. ``TF_STOPGRAD_STRESS=long pytest tests/test_stress_*.py``
-runs the long form. Measured figures are printed; ``pytest -rP`` shows them.
+The stress tests (tests/test_stress_*.py) run in a short form by default;
+``TF_STOPGRAD_STRESS=long pytest tests/test_stress_*.py`` runs the long form. Measured figures
+are printed; ``pytest -rP`` shows them.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import configparser
 import doctest
 import importlib.metadata
 import os
@@ -296,34 +295,3 @@ def test_main_job_help_describes_every_subcommand(tmp_path):
     assert result.returncode == 0
     for subcommand in ("demo", "bench", "export"):
         assert subcommand in result.stdout
-
-
-def test_readme_support_matrix_has_one_row_per_supported_minor():
-    readme = (REPO_ROOT / "README.md").read_text()
-    rows = re.findall(r"^\| (\d+)\.(\d+) \|", readme, re.MULTILINE)
-    assert [(int(major), int(minor)) for major, minor in rows] == supported_tensorflow.minors()
-
-
-def default_ci_lanes() -> set[str]:
-    """The lanes of the default `bash .ci/run`: .ci/tox.ini's env_list, ranges expanded."""
-    config = configparser.ConfigParser(interpolation=None)
-    config.read(REPO_ROOT / ".ci" / "tox.ini")
-    lanes = set()
-    for entry in config["tox"]["env_list"].split():
-        ranged = re.fullmatch(r"(.*)\{(\d+)-(\d+)\}(.*)", entry)
-        if ranged:
-            head, low, high, tail = ranged.groups()
-            lanes |= {f"{head}{n}{tail}" for n in range(int(low), int(high) + 1)}
-        else:
-            lanes.add(entry)
-    return lanes
-
-
-def test_default_ci_run_has_a_lane_for_every_supported_minor_and_platform():
-    lanes = default_ci_lanes()
-    minors = [minor for _, minor in supported_tensorflow.minors()]
-    for minor in minors:
-        assert any(lane.split("-")[0] == f"tf2.{minor}" for lane in lanes), minor
-    oldest, newest = minors[0], minors[-1]
-    assert {"wheels", "source", "asan", "java", f"tf2.{oldest}-bullseye", f"tf2.{newest}-trixie",
-            f"tf2.{newest}-aarch64"} <= lanes  # fmt: skip

@@ -154,3 +154,26 @@ def test_release_refuses_a_tag_other_than_pyproject_version(tmp_path):
         refused = check(tag)
         assert refused.returncode != 0, tag
         assert tag in refused.stdout and "pyproject.toml" in refused.stdout
+
+
+def supported_minors() -> list[tuple[int, int]]:
+    sys.path.insert(0, str(REPO_ROOT / "build_backend"))
+    import supported_tensorflow
+
+    return supported_tensorflow.minors()
+
+
+def test_readme_support_matrix_has_one_row_per_supported_minor():
+    readme = (REPO_ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| (\d+)\.(\d+) \|", readme, re.MULTILINE)
+    assert [(int(major), int(minor)) for major, minor in rows] == supported_minors()
+
+
+def test_the_default_ci_run_has_a_lane_for_every_supported_minor_and_platform():
+    lanes = set(tox_lanes())
+    minors = [minor for _, minor in supported_minors()]
+    for minor in minors:
+        assert any(lane.split("-")[0] == f"tf2.{minor}" for lane in lanes), minor
+    oldest, newest = minors[0], minors[-1]
+    assert {"wheels", "source", "asan", "java", f"tf2.{oldest}-bullseye", f"tf2.{newest}-trixie",
+            f"tf2.{newest}-aarch64"} <= lanes  # fmt: skip
