@@ -1,4 +1,4 @@
-"""Worker for test_malformed_input.py: feed malformed input to ours and to the built-in.
+"""Worker for test_stress_malformed_input.py: feed malformed input to ours and to the built-in.
 
 Usage: malformed_inputs.py <number of fuzzed nested structures>
 Prints JSON lines: a "started" record before each attempt (so a crash can be attributed), a
