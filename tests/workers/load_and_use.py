@@ -1,4 +1,5 @@
-"""Worker for test_loading.py: import tf_stopgrad, then check it still works like the built-in.
+"""Worker for test_loading.py and test_stress_imports.py: import tf_stopgrad, then check it
+still works like the built-in.
 
 Usage:
   load_and_use.py once    import whichever tf_stopgrad sys.path finds; print one JSON object:
