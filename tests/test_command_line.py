@@ -9,7 +9,7 @@ import sys
 import pytest
 from support import REPO_ROOT, environment_with_tensorflow_logging, run_command
 
-from tf_stopgrad._cli import LOG_LINES, Progress
+from tf_stopgrad._progress import LOG_LINES, Progress
 
 # TensorFlow's C++ log lines: absl's format ("E0000 00:00:1795... 123 cuda_platform.cc:52]"),
 # absl's note before it is initialized, and TSL's older format ("2026-11-22 12:13:50.938536:
@@ -102,7 +102,7 @@ def test_only_the_command_without_tf_logs_hides_tensorflow_log_lines(
 def test_the_module_a_command_line_runs_is_read_as_the_interpreter_reads_it(
     command_line, module
 ):
-    from tf_stopgrad._command_line import module_run_by
+    from tf_stopgrad._tensorflow_logs import module_run_by
 
     assert module_run_by(command_line) == module
 

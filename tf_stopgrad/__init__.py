@@ -9,8 +9,8 @@ never imports Keras.
 import importlib
 from types import ModuleType
 
-from ._command_line import quiet_tensorflow_unless_asked
 from ._source_checkout import hand_over_to_installed_copy
+from ._tensorflow_logs import quiet_tensorflow_unless_asked
 
 # Only acts for `python -m tf_stopgrad` and the `tf_stopgrad` script. It cannot move to
 # __main__: Python runs this file first, and TensorFlow logs while it is being imported.

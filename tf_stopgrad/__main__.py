@@ -2,7 +2,8 @@
 
     python -m tf_stopgrad                      versions, kernels, self-check, softmax demo
     python -m tf_stopgrad demo {softmax,em,rbm,adversarial,all} [--quick] [--plot FILE.png]
-    python -m tf_stopgrad bench [--quick] [--rounds N] [--plot FILE.png]
+    python -m tf_stopgrad bench [--quick] [--rounds N] [--plot FILE.png] [--markdown FILE.md]
+                                [--wheel WHEEL] [--variables-mb N]
     python -m tf_stopgrad export SRC DST [--inference]
     python -m tf_stopgrad --cmake-dir          where find_package(tf_stopgrad CONFIG) looks
 
@@ -12,7 +13,6 @@ TensorFlow's C++ log lines are hidden unless --tf-logs is given (anywhere on the
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,10 +21,9 @@ import numpy as np
 import tensorflow as tf
 
 import tf_stopgrad
-from tf_stopgrad import _compat
+from tf_stopgrad import _compat, examples
 from tf_stopgrad._cmake_package import cmake_dir
-from tf_stopgrad._command_line import SHOW_TF_LOGS_FLAG, native_stderr_captured
-from tf_stopgrad.examples import EXAMPLES
+from tf_stopgrad._tensorflow_logs import SHOW_TF_LOGS_FLAG, native_stderr_captured
 
 KERNEL_DEVICES = {
     "CPU": "CPU", "GPU": "GPU", "XLA_CPU_JIT": "XLA (CPU)", "XLA_GPU_JIT": "XLA (GPU)",
@@ -108,7 +107,7 @@ def report() -> int:
         print(f"  {op_type}: {', '.join(_devices_with_kernels(op_type))}")
 
     print("Stable softmax demo")
-    demo_status = _demo_module("softmax").main(["--quick"])
+    demo_status = examples.demo("softmax", ["--quick"])
     passed = all(results.values()) and demo_status == 0
     print("All checks passed." if passed else "Some checks FAILED.")
     return 0 if passed else 1
@@ -124,10 +123,6 @@ def _run_check(check: Callable[[], bool]) -> bool:
         if not passed:
             native_stderr.replay()
     return passed
-
-
-def _demo_module(name: str):
-    return importlib.import_module(EXAMPLES[name])
 
 
 def _with_plot_suffix(argv: list[str], suffix: str) -> list[str]:
@@ -146,7 +141,7 @@ EXAMPLES_EXTRA = {"sklearn": "scikit-learn", "matplotlib": "matplotlib"}
 
 def _run_demo(name: str, argv: list[str]) -> int:
     try:
-        return _demo_module(name).main(argv)
+        return examples.demo(name, argv)
     except ModuleNotFoundError as error:
         missing = (error.name or "").partition(".")[0]
         if missing not in EXAMPLES_EXTRA:
@@ -164,14 +159,16 @@ def demo(name: str, rest: list[str]) -> int:
     if name != "all":
         return _run_demo(name, rest)
     statuses = []
-    for demo_name in EXAMPLES:
+    for demo_name in examples.EXAMPLES:
         print(f"== {demo_name} ==")
         statuses.append(_run_demo(demo_name, _with_plot_suffix(rest, demo_name)))
     return max(statuses)
 
 
 def bench(rest: list[str]) -> int:
-    return importlib.import_module("tf_stopgrad.benchmarks.bench").main(rest)
+    from tf_stopgrad.benchmarks import bench as benchmark
+
+    return benchmark.main(rest)
 
 
 def export(src: str, dst: str, inference: bool) -> int:
@@ -213,12 +210,13 @@ def main(argv: list[str] | None = None) -> int:
         description="Run the use-case examples. Extra options (e.g. --quick, --plot FILE.png) "
         "are passed to each example.",
     )
-    demo_parser.add_argument("name", choices=(*EXAMPLES, "all"))
+    demo_parser.add_argument("name", choices=(*examples.EXAMPLES, "all"))
     commands.add_parser(
         "bench",
         help="benchmark against tf.stop_gradient",
         description="Side-by-side benchmark. Extra options (--quick, --rounds N, --plot "
-        "FILE.png) are passed to the benchmark.",
+        "FILE.png, --markdown FILE.md, --wheel WHEEL, --variables-mb N) are passed to the "
+        "benchmark.",
     )
     export_parser = commands.add_parser(
         "export",
@@ -236,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         "gradients are then no longer masked or refused",
     )
     args, rest = parser.parse_known_args(argv)
-    # Read before TensorFlow was imported (see _command_line.py), wherever it stands.
+    # Read before TensorFlow was imported (see _tensorflow_logs.py), wherever it stands.
     rest = [arg for arg in rest if arg != SHOW_TF_LOGS_FLAG]
     if args.cmake_dir:
         if args.command or rest:

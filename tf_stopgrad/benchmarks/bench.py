@@ -1,110 +1,129 @@
-"""tf_stopgrad.stop_gradient against the built-in tf.stop_gradient, case by case.
+"""tf_stopgrad against the built-in ops, case by case: ``python -m tf_stopgrad bench``.
 
-Run it as ``python -m tf_stopgrad bench`` or ``python -m tf_stopgrad.benchmarks.bench``; ``--quick``
-gives a smoke run in seconds, ``--plot FILE.png`` saves a chart of the ratios. The printed
-Markdown table holds the best sample of each side over interleaved rounds, its ratio and the
-target for that ratio (for the v1 Session cases: the median samples and the median of the
-per-round ratios); targets that are missed are reported as missed.
+``--quick`` gives a smoke run in seconds, ``--plot FILE.png`` saves a chart of the ratios,
+``--markdown FILE.md`` writes the whole page of the run (the machine, the table, the notes and
+this method), ``--wheel WHEEL`` adds the row of installing that wheel. The Markdown table
+holds the best sample of each side over interleaved rounds, its ratio and the target for that
+ratio (for the v1 Session cases: the median samples and the median of the per-round ratios),
+then the tape's memory, the export's cost against a save, and the time to import (and
+install) the plugin, against absolute targets. A missed target is reported as missed.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
+import shlex
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
-import tensorflow as tf
-
-import tf_stopgrad
-from tf_stopgrad import _compat
-from tf_stopgrad._cli import Progress
-from tf_stopgrad.benchmarks import cases, report, tape_memory
+from tf_stopgrad._progress import Progress
+from tf_stopgrad.benchmarks import (
+    cases,
+    export_cost,
+    import_and_install,
+    report,
+    tape_memory,
+    timing,
+)
 from tf_stopgrad.benchmarks.report import Row
-from tf_stopgrad.benchmarks.timing import median_round_ratio, time_interleaved
 
 FULL_ROUNDS = 120
 QUICK_ROUNDS = 2
-_MIB = float(1 << 20)
 
 
 def run(
     quick: bool = False,
     progress: Callable[[int, int], None] | None = None,
     rounds: int | None = None,
+    wheel: Path | None = None,
+    variables_mb: int = 0,
 ) -> list[Row]:
     """Measure every case and return one row per case, timed cases first.
 
-    Args:
-      quick: Small tensors, few calls and two rounds: checks that everything runs, in seconds.
-      progress: Called as ``progress(samples_done, samples_total)`` after every timing sample.
-      rounds: Interleaved timing rounds; defaults to 120, or 2 when ``quick``.
+    ``quick`` takes small tensors and models, few calls and two rounds (unless ``rounds`` is
+    given): it checks that everything runs. ``progress(done, total)`` is called after every
+    timing sample and every other row. ``wheel`` adds the row of installing it.
     """
     sizes = cases.QUICK if quick else cases.FULL
     if rounds is None:
         rounds = QUICK_ROUNDS if quick else FULL_ROUNDS
-    groups, comparisons = cases.build(sizes)
-    timings = time_interleaved(groups, rounds, progress)
-    rows = []
-    for comparison in comparisons:
-        group = timings[comparison.group]
-        ours, reference = group[comparison.ours], group[comparison.reference]
-        if comparison.per_round:
-            ours_us, reference_us = ours.median_us, reference.median_us
-            ratio = median_round_ratio(ours, reference)
-        else:
-            ours_us, reference_us = ours.best_us, reference.best_us
-            ratio = report.ratio(ours_us, reference_us)
-        rows.append(
-            Row(
-                case=comparison.case,
-                ours=ours_us,
-                reference=reference_us,
-                unit="µs",
-                ratio=ratio,
-                target=comparison.target,
-                ours_spread=ours.spread,
-                reference_spread=reference.spread,
-                note=comparison.note(group),
-            )
-        )
-    rows.append(_tape_memory_row(sizes.tape_intermediate_bytes))
+    built = [case(sizes) for case in cases.CASES]
+    other_rows: list[Callable[[], Row]] = [
+        lambda: tape_memory.row(sizes.tape_intermediate_bytes),
+        lambda: export_cost.row(
+            sizes.export_functions, sizes.export_links, sizes.export_repeats, variables_mb
+        ),
+        lambda: import_and_install.import_row(sizes.import_processes),
+    ]
+    if wheel is not None:
+        other_rows.append(lambda: import_and_install.wheel_install_row(wheel))
+    samples = rounds * sum(len(group.variants) for group, _ in built)
+
+    def report_progress(done: int, *_: int) -> None:  # time_interleaved adds its own total
+        if progress is not None:
+            progress(done, samples + len(other_rows))
+
+    timings = timing.time_interleaved([group for group, _ in built], rounds, report_progress)
+    rows = [
+        _timed_row(comparison, timings[group.name])
+        for group, comparisons in built
+        for comparison in comparisons
+    ]
+    for done, measure in enumerate(other_rows, start=samples + 1):
+        rows.append(measure())
+        report_progress(done)
     return rows
 
 
-def _record_unpaused(tensor: tf.Tensor) -> tf.Tensor:
-    """The plugin's op run without pausing the tape: a tape records it, like any other op."""
-    return _compat.fast_path_execute(_compat.context(), tf_stopgrad.STOP_GRADIENT_OP, None, tensor)
-
-
-def _tape_memory_row(intermediate_bytes: int) -> Row:
-    """The tape-memory case: ours against the built-in, with an unpaused recording as control."""
-    use_allocator = tape_memory.allocator_counts_bytes()
-    ours = tape_memory.measure(tf_stopgrad.stop_gradient, intermediate_bytes, use_allocator)
-    builtin = tape_memory.measure(tf.stop_gradient, intermediate_bytes, use_allocator)
-    control = tape_memory.measure(_record_unpaused, intermediate_bytes, use_allocator)
-    peaks = ""
-    if ours.forward_peak_bytes is not None and builtin.forward_peak_bytes is not None:
-        peaks = (
-            f" Forward-pass peak: ours {ours.forward_peak_bytes / _MIB:.1f} MiB, built-in "
-            f"{builtin.forward_peak_bytes / _MIB:.1f} MiB."
-        )
-    note = (
-        f"Measured with {tape_memory.method_description(use_allocator)}. Control: the plugin "
-        f"op recorded by the tape (no pause) holds {control.held_bytes / _MIB:.1f} MiB.{peaks}"
-    )
+def _timed_row(comparison: cases.Comparison, group: dict[str, timing.Timing]) -> Row:
+    ours, reference = group[comparison.ours], group[comparison.reference]
+    if comparison.per_round:
+        ours_us, reference_us = ours.median_us, reference.median_us
+        ratio = timing.median_round_ratio(ours, reference)
+    else:
+        ours_us, reference_us = ours.best_us, reference.best_us
+        ratio = report.ratio(ours_us, reference_us)
     return Row(
-        case=f"Tape memory: held by a persistent tape after a {intermediate_bytes / _MIB:g} MiB "
-        f"intermediate passes through",
-        ours=ours.held_bytes / _MIB,
-        reference=builtin.held_bytes / _MIB,
-        unit="MiB",
-        ratio=report.ratio(ours.held_bytes, builtin.held_bytes),
-        target=1.0,
-        note=note,
+        case=comparison.case,
+        ours=ours_us,
+        reference=reference_us,
+        unit="µs",
+        ratio=ratio,
+        target=comparison.target,
+        ours_spread=ours.spread,
+        reference_spread=reference.spread,
+        note=comparison.note(group),
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def _markdown(documented: object) -> str:
+    return (inspect.getdoc(documented) or "").replace("``", "`")
+
+
+def method() -> str:
+    """How the run measures, in Markdown, from the docstrings of the code that measures."""
+    timed_cases = "\n".join("- " + _markdown(case).replace("\n", "\n  ") for case in cases.CASES)
+    sections = {
+        "Timing": _markdown(timing),
+        "Timed cases": timed_cases.replace("\n  \n", "\n\n"),
+        "Tape memory": _markdown(tape_memory),
+        "Export": _markdown(export_cost),
+        "Import and install": _markdown(import_and_install),
+    }
+    parts = [_markdown(sys.modules[__name__])]
+    parts += [f"### {title}\n\n{text}" for title, text in sections.items()]
+    return "\n\n".join(parts)
+
+
+def _command(argv: list[str], markdown: str) -> str:
+    """The command line, with the page's path as given if relative, else its file name."""
+    shown = [Path(arg).name if arg == markdown and Path(arg).is_absolute() else arg for arg in argv]
+    return shlex.join(["python", "-m", "tf_stopgrad", "bench", *shown])
+
+
+def main(argv: list[str]) -> int:
     """Command line: run the benchmark, print the machine, the table and the notes."""
     parser = argparse.ArgumentParser(
         prog="tf_stopgrad bench",
@@ -117,15 +136,24 @@ def main(argv: list[str] | None = None) -> int:
         help=f"interleaved timing rounds (default {FULL_ROUNDS}, or {QUICK_ROUNDS} with --quick)",
     )
     parser.add_argument("--plot", metavar="FILE.png", help="save a bar chart of the ratios")
+    parser.add_argument(
+        "--markdown", metavar="FILE.md", help="write the run's page: machine, table, notes, method"
+    )
+    parser.add_argument("--wheel", type=Path, help="also time installing this wheel")
+    parser.add_argument(
+        "--variables-mb",
+        type=int,
+        default=0,
+        help="add float32 variables of this many MB to the exported model",
+    )
     args = parser.parse_args(argv)
     if args.rounds is not None and args.rounds < 1:
         parser.error("--rounds must be at least 1")
 
-    header = report.machine_description()
-    progress = Progress("bench: sample")
-    rows = run(quick=args.quick, progress=progress, rounds=args.rounds)
-    print("\n".join(header))
-    print(f"Load average at end (1, 5, 15 min): {report.load_average()}")
+    machine = report.machine_description()
+    rows = run(args.quick, Progress("bench: sample"), args.rounds, args.wheel, args.variables_mb)
+    machine.append(f"Load average at end (1, 5, 15 min): {report.load_average()}")
+    print("\n".join(machine))
     print()
     print(report.markdown_table(rows))
     print()
@@ -133,8 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         report.plot(rows, args.plot)
         print(f"\nChart saved to {args.plot}")
+    if args.markdown:
+        page = report.page(_command(argv, args.markdown), machine, rows, method())
+        Path(args.markdown).write_text(page, encoding="utf-8")
+        print(f"\nPage written to {args.markdown}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,24 +19,29 @@ StopGradient = Callable[[tf.Tensor], tf.Tensor]
 
 @dataclasses.dataclass(frozen=True)
 class Sizes:
-    """How big and how long the cases are: the full benchmark, or a quick smoke run."""
+    """How big and how long the measurements are: the full benchmark, or a quick smoke run."""
 
     calls_divisor: int  # Divides every group's calls per sample.
     large_log2_elements: int  # The large tensor of the size-independence case has 2**this.
     chain_length: int  # Ops in the graph case's chain.
     tape_intermediate_bytes: int  # The intermediate of the tape-memory measurement.
+    export_functions: int  # tf.functions in the exported module,
+    export_links: int  # links in each one's chain,
+    export_repeats: int  # runs of the save and of the export, best one kept.
+    import_processes: int  # Fresh processes timing the import, median kept.
 
 
 FULL = Sizes(
-    calls_divisor=1, large_log2_elements=26, chain_length=200, tape_intermediate_bytes=64 << 20
-)
+    calls_divisor=1, large_log2_elements=26, chain_length=200, tape_intermediate_bytes=64 << 20,
+    export_functions=120, export_links=300, export_repeats=3, import_processes=15,
+)  # fmt: skip
 QUICK = Sizes(
-    calls_divisor=10, large_log2_elements=16, chain_length=200, tape_intermediate_bytes=1 << 20
-)
+    calls_divisor=10, large_log2_elements=16, chain_length=200, tape_intermediate_bytes=1 << 20,
+    export_functions=3, export_links=10, export_repeats=1, import_processes=2,
+)  # fmt: skip
 
 
 def _no_note(timings: Mapping[str, Timing]) -> str:
-    """The note of a comparison that needs none."""
     return ""
 
 
@@ -50,7 +55,6 @@ class Comparison:
     """
 
     case: str
-    group: str
     ours: str
     reference: str
     target: float | None
@@ -58,25 +62,7 @@ class Comparison:
     per_round: bool = False
 
 
-def build(sizes: Sizes) -> tuple[list[TimedGroup], list[Comparison]]:
-    """Create the inputs and functions of every timed case, in table order."""
-    groups: list[TimedGroup] = []
-    comparisons: list[Comparison] = []
-    for case in (
-        _eager,
-        _eager_under_tape,
-        _size_independence,
-        _graph,
-        _vectorized_map_eager,
-        _vectorized_map_in_function,
-        _xla,
-        _session_chain,
-        _session_training_step,
-    ):
-        group, rows = case(sizes)
-        groups.append(group)
-        comparisons.extend(rows)
-    return groups, comparisons
+Case = tuple[TimedGroup, list[Comparison]]
 
 
 def _calls(full: int, sizes: Sizes) -> int:
@@ -84,74 +70,55 @@ def _calls(full: int, sizes: Sizes) -> int:
     return max(1, full // sizes.calls_divisor)
 
 
-def _eager(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
-    """A one-element eager call without a tape, and the raw-op floors under it."""
+def _eager(sizes: Sizes) -> Case:
+    """A one-element eager call without a tape, against the built-in and against the floor:
+    ``TFE_Py_FastPathExecute``, the C++ call every eager op ends in, timed alone. The built-in
+    dispatches and pauses the tape even when no tape exists; ours checks once whether any tape
+    could record, calls the fast path directly, and pauses tapes only when one is active. What
+    no wrapper can skip is the check whether this thread executes eagerly, without which an
+    eager tensor captured in a ``tf.function`` would be computed eagerly instead of becoming a
+    graph op; TensorFlow's generated wrapper for our op makes the same check."""
     small = tf.constant([1.0])
     ctx = _compat.context()
     op_library = tf.load_op_library(tf_stopgrad.library_path())
-    ours_op = tf_stopgrad.STOP_GRADIENT_OP
-    prevent_op = tf_stopgrad.PREVENT_GRADIENT_OP
+    ours_op, prevent_op = tf_stopgrad.STOP_GRADIENT_OP, tf_stopgrad.PREVENT_GRADIENT_OP
+    fast_path = _compat.fast_path_execute
     group = TimedGroup(
         "eager",
         {
             "ours": lambda: tf_stopgrad.stop_gradient(small),
             "builtin": lambda: tf.stop_gradient(small),
-            "ours_prevent": lambda: tf_stopgrad.prevent_gradient(small),
-            "ours_fast_path": lambda: _compat.fast_path_execute(ctx, ours_op, None, small),
-            "ours_prevent_fast_path": lambda: _compat.fast_path_execute(
-                ctx, prevent_op, None, small, "message", ""
-            ),
-            "builtin_fast_path": lambda: _compat.fast_path_execute(
-                ctx, "StopGradient", None, small
-            ),
-            "ours_wrapper": lambda: op_library.tf_stopgrad_stop_gradient(small),
-            "builtin_raw_op": lambda: tf.raw_ops.StopGradient(input=small),
+            "prevent": lambda: tf_stopgrad.prevent_gradient(small),
+            "ours_floor": lambda: fast_path(ctx, ours_op, None, small),
+            "prevent_floor": lambda: fast_path(ctx, prevent_op, None, small, "message", ""),
+            "builtin_floor": lambda: fast_path(ctx, "StopGradient", None, small),
+            "wrapper": lambda: op_library.tf_stopgrad_stop_gradient(small),
+            "raw_op": lambda: tf.raw_ops.StopGradient(input=small),
         },
         calls=_calls(500, sizes),
     )
 
     def above_floor(timings: Mapping[str, Timing]) -> str:
-        ours = timings["ours"].best_us - timings["ours_fast_path"].best_us
-        builtin = timings["builtin"].best_us - timings["builtin_fast_path"].best_us
+        ours = timings["ours"].best_us - timings["ours_floor"].best_us
+        builtin = timings["builtin"].best_us - timings["builtin_floor"].best_us
         return (
             f"Python above the TFE_Py_FastPathExecute floor: ours {ours:+.2f} µs, "
             f"built-in {builtin:+.2f} µs (dispatch, composite check, tape pause)."
         )
 
+    floor = "against its floor (TFE_Py_FastPathExecute of our op)"
     return group, [
-        Comparison("Eager call, no tape", group.name, "ours", "builtin", 0.8, above_floor),
+        Comparison("Eager call, no tape", "ours", "builtin", 0.8, above_floor),
+        Comparison(f"Eager stop_gradient {floor}", "ours", "ours_floor", 1.1),
+        Comparison(f"Eager prevent_gradient {floor}", "prevent", "prevent_floor", 1.1),
+        Comparison("Floor: TFE_Py_FastPathExecute direct", "ours_floor", "builtin_floor", None),
         Comparison(
-            "Eager stop_gradient against its floor (TFE_Py_FastPathExecute of our op)",
-            group.name,
-            "ours",
-            "ours_fast_path",
-            1.1,
-        ),
-        Comparison(
-            "Eager prevent_gradient against its floor (TFE_Py_FastPathExecute of our op)",
-            group.name,
-            "ours_prevent",
-            "ours_prevent_fast_path",
-            1.1,
-        ),
-        Comparison(
-            "Floor: TFE_Py_FastPathExecute direct",
-            group.name,
-            "ours_fast_path",
-            "builtin_fast_path",
-            None,
-        ),
-        Comparison(
-            "Floor: generated op wrapper / tf.raw_ops.StopGradient",
-            group.name,
-            "ours_wrapper",
-            "builtin_raw_op",
-            None,
+            "Floor: generated op wrapper / tf.raw_ops.StopGradient", "wrapper", "raw_op", None
         ),
     ]
 
 
-def _eager_under_tape(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
+def _eager_under_tape(sizes: Sizes) -> Case:
     """A one-element eager call while a tape watches a different tensor."""
     small = tf.constant([1.0])
     watched = tf.constant(2.0)
@@ -171,18 +138,11 @@ def _eager_under_tape(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
         calls=_calls(500, sizes),
         context=tape_watching_something_else,
     )
-    return group, [
-        Comparison(
-            "Eager call inside an active GradientTape (watching another tensor)",
-            group.name,
-            "ours",
-            "builtin",
-            1.0,
-        )
-    ]
+    case = "Eager call inside an active GradientTape (watching another tensor)"
+    return group, [Comparison(case, "ours", "builtin", 1.0)]
 
 
-def _size_independence(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
+def _size_independence(sizes: Sizes) -> Case:
     """A large eager input against a one-element one: forwarding must not copy."""
     small = tf.constant([1.0])
     large = tf.zeros([2**sizes.large_log2_elements])
@@ -196,17 +156,11 @@ def _size_independence(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
         },
         calls=_calls(500, sizes),
     )
-    sizes_text = f"2^{sizes.large_log2_elements} vs 1 float32 elements"
+    elements = f"2^{sizes.large_log2_elements} vs 1 float32 elements"
     return group, [
+        Comparison(f"Size independence, ours: {elements}", "ours_large", "ours_small", 1.1),
         Comparison(
-            f"Size independence, ours: {sizes_text}", group.name, "ours_large", "ours_small", 1.1
-        ),
-        Comparison(
-            f"Size independence, built-in: {sizes_text}",
-            group.name,
-            "builtin_large",
-            "builtin_small",
-            None,
+            f"Size independence, built-in: {elements}", "builtin_large", "builtin_small", None
         ),
     ]
 
@@ -228,8 +182,13 @@ def _chain(stop_gradient: StopGradient, length: int) -> Callable[[tf.Tensor, tf.
     return chain
 
 
-def _graph(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
-    """Chains of stop-gradient nodes in a tf.function, and the same chain of Identity nodes."""
+def _graph(sizes: Sizes) -> Case:
+    """Chains of stop-gradient nodes in a tf.function, and the same chain of Identity nodes.
+    Grappler deletes nodes whose type is exactly ``StopGradient`` or ``PreventGradient`` before
+    a graph runs. So that it prunes ours alike, the op library's graph optimization pass
+    (``cc/graph_pass.cc``) replaces each plugin node, before placement, by a built-in node with
+    the same name, attributes, device and edges, in every graph the runtime is about to run
+    (function and session graphs). Gradients were built before, from the client's graph."""
     x = tf.constant([1.0])
     scale = tf.constant(1.0001)
     length = sizes.chain_length
@@ -255,24 +214,16 @@ def _graph(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
             f"which the op library's graph pass gives the built-in type."
         )
 
-    return group, [
-        Comparison(
-            f"Graph: tf.function chain of {length} x = stop_gradient(x) * scale",
-            group.name,
-            "ours",
-            "builtin",
-            1.25,
-            per_op,
-        )
-    ]
+    case = f"Graph: tf.function chain of {length} x = stop_gradient(x) * scale"
+    return group, [Comparison(case, "ours", "builtin", 1.25, per_op)]
 
 
-_VECTORIZED_BATCH_ROWS = 64
+_ROWS = 64  # of the vectorized_map cases' batch
 
 
 def _vectorized(stop_gradient: StopGradient) -> Callable[[], tf.Tensor]:
     """``tf.vectorized_map`` of a small per-row function using ``stop_gradient``."""
-    batch = tf.reshape(tf.range(_VECTORIZED_BATCH_ROWS * 16, dtype=tf.float32), [-1, 16])
+    batch = tf.reshape(tf.range(_ROWS * 16, dtype=tf.float32), [-1, 16])
 
     def per_row(row: tf.Tensor) -> tf.Tensor:
         return stop_gradient(row) * 2.0 + row
@@ -287,45 +238,33 @@ def _ours_against_builtin(
     case: str,
     target: float,
     per_round: bool = False,
-) -> tuple[TimedGroup, list[Comparison]]:
-    """A group timing ``make(tf_stopgrad.stop_gradient)`` against ``make(tf.stop_gradient)``.
-
-    Returns:
-      The group named ``name`` and its one table row ``case``, with the target ``target``
-      (and ``per_round`` as in :class:`Comparison`).
-    """
-    group = TimedGroup(
-        name,
-        {"ours": make(tf_stopgrad.stop_gradient), "builtin": make(tf.stop_gradient)},
-        calls=calls,
-    )
-    return group, [Comparison(case, group.name, "ours", "builtin", target, per_round=per_round)]
+) -> Case:
+    """A group ``name`` timing ``make(tf_stopgrad.stop_gradient)`` against
+    ``make(tf.stop_gradient)``, and its one table row (see :class:`Comparison`)."""
+    variants = {"ours": make(tf_stopgrad.stop_gradient), "builtin": make(tf.stop_gradient)}
+    group = TimedGroup(name, variants, calls=calls)
+    return group, [Comparison(case, "ours", "builtin", target, per_round=per_round)]
 
 
-def _vectorized_map_eager(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
+def _vectorized_map_eager(sizes: Sizes) -> Case:
     """Eager ``tf.vectorized_map``: every call traces and vectorizes (pfor) afresh."""
-    return _ours_against_builtin(
-        "vectorized_map_eager",
-        _vectorized,
-        _calls(1, sizes),
-        f"vectorized_map over {_VECTORIZED_BATCH_ROWS} rows, eager "
-        f"(traces and vectorizes every call)",
-        1.1,
-    )
+    case = f"vectorized_map over {_ROWS} rows, eager (traces and vectorizes every call)"
+    return _ours_against_builtin("vectorized_map_eager", _vectorized, _calls(1, sizes), case, 1.1)
 
 
-def _vectorized_map_in_function(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
+def _vectorized_map_in_function(sizes: Sizes) -> Case:
     """``tf.vectorized_map`` inside a tf.function: the vectorized graph, run repeatedly."""
+    case = f"vectorized_map over {_ROWS} rows, inside tf.function (steady state)"
     return _ours_against_builtin(
         "vectorized_map_function",
         lambda stop_gradient: tf.function(_vectorized(stop_gradient)),
         _calls(30, sizes),
-        f"vectorized_map over {_VECTORIZED_BATCH_ROWS} rows, inside tf.function (steady state)",
+        case,
         1.1,
     )
 
 
-def _xla(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
+def _xla(sizes: Sizes) -> Case:
     """A small ``jit_compile=True`` function, called after it has been compiled."""
     values = tf.reshape(tf.range(256, dtype=tf.float32), [16, 16])
 
@@ -336,9 +275,8 @@ def _xla(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
 
         return lambda: function(values)
 
-    return _ours_against_builtin(
-        "xla", compiled, _calls(30, sizes), "XLA: jit_compile=True function, steady state", 1.05
-    )
+    case = "XLA: jit_compile=True function, steady state"
+    return _ours_against_builtin("xla", compiled, _calls(30, sizes), case, 1.05)
 
 
 def _in_session(
@@ -359,7 +297,7 @@ def _in_session(
     return make
 
 
-def _session_chain(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
+def _session_chain(sizes: Sizes) -> Case:
     """The graph case's chain, in a v1 graph run by ``tf.compat.v1.Session.run``.
 
     The start and the scale are fed: Grappler folds a chain on a placeholder_with_default into
@@ -375,13 +313,10 @@ def _session_chain(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
             x = stop_gradient(x) * scale
         return x, {start: np.ones([1], np.float32), scale: np.float32(1.0001)}
 
+    case = f"v1 Session.run: chain of {length} x = stop_gradient(x) * scale"
+    make = _in_session(chain)
     return _ours_against_builtin(
-        "session_chain",
-        _in_session(chain),
-        _calls(20, sizes),
-        f"v1 Session.run: chain of {length} x = stop_gradient(x) * scale",
-        1.05,
-        per_round=True,
+        "session_chain", make, _calls(20, sizes), case, 1.05, per_round=True
     )
 
 
@@ -392,7 +327,7 @@ def _weights(name: str, shape: list[int]) -> tf.Variable:
     )
 
 
-def _session_training_step(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
+def _session_training_step(sizes: Sizes) -> Case:
     """One v1 training step on a fed batch: a two-layer model regressing on a stopped target
     made from its own prediction, stepped by GradientDescentOptimizer."""
     batch = np.linspace(-1.0, 1.0, 64 * 16, dtype=np.float32).reshape(64, 16)
@@ -406,11 +341,22 @@ def _session_training_step(sizes: Sizes) -> tuple[TimedGroup, list[Comparison]]:
         step = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(loss)
         return step, {inputs: batch}
 
+    case = "v1 Session.run: GradientDescentOptimizer step of a two-layer model, stopped target"
+    make = _in_session(training_step)
     return _ours_against_builtin(
-        "session_training_step",
-        _in_session(training_step),
-        _calls(20, sizes),
-        "v1 Session.run: GradientDescentOptimizer step of a two-layer model, stopped target",
-        1.05,
-        per_round=True,
+        "session_training", make, _calls(20, sizes), case, 1.05, per_round=True
     )
+
+
+# In table order.
+CASES: tuple[Callable[[Sizes], Case], ...] = (
+    _eager,
+    _eager_under_tape,
+    _size_independence,
+    _graph,
+    _vectorized_map_eager,
+    _vectorized_map_in_function,
+    _xla,
+    _session_chain,
+    _session_training_step,
+)

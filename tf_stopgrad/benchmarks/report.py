@@ -1,4 +1,5 @@
-"""Presenting results: the result row, the machine, the Markdown table, notes and the chart."""
+"""Presenting results: the result row, the machine, the Markdown table and page, notes and the
+chart."""
 
 from __future__ import annotations
 
@@ -11,38 +12,42 @@ import platform
 import tensorflow as tf
 
 import tf_stopgrad
-from tf_stopgrad import _cli
+from tf_stopgrad import _plots
 
 
 @dataclasses.dataclass(frozen=True)
 class Row:
-    """One case of the benchmark: ours against the reference.
+    """One case of the benchmark: ours against the reference, or ours alone.
 
     Attributes:
       case: What was measured.
       ours, reference: The best measurement of each side (the median one for a row whose
-        ratio is the median of per-round ratios), in ``unit``.
-      unit: ``"µs"`` per call, or ``"MiB"``.
-      ratio: ``ours / reference`` (two zeros count as 1.0: equal).
-      target: The ratio to stay at or under; None for rows reported for information.
+        ratio is the median of per-round ratios), in ``unit``; no reference for a row that
+        has an absolute target.
+      unit: ``"µs"`` per call, ``"MiB"``, ``"s"`` or ``"ms"``.
+      target: The ratio, or without a reference the measurement, to stay at or under; None
+        for rows reported for information.
+      ratio: ``ours / reference`` (two zeros count as 1.0: equal); None without a reference.
       ours_spread, reference_spread: Median over best sample, minus one (0.05 is 5 %), for
-        each side; 0 for deterministic measurements.
+        each side of a timed row; None for other rows.
       note: A remark printed under the table.
     """
 
     case: str
     ours: float
-    reference: float
     unit: str
-    ratio: float
     target: float | None
-    ours_spread: float = 0.0
-    reference_spread: float = 0.0
+    reference: float | None = None
+    ratio: float | None = None
+    ours_spread: float | None = None
+    reference_spread: float | None = None
     note: str = ""
 
     @property
     def met(self) -> bool | None:
-        return None if self.target is None else self.ratio <= self.target
+        if self.target is None:
+            return None
+        return (self.ours if self.ratio is None else self.ratio) <= self.target
 
 
 def ratio(ours: float, reference: float) -> float:
@@ -73,7 +78,7 @@ def load_average() -> str:
 
 
 def machine_description() -> list[str]:
-    """Lines saying when, where and against what the benchmark ran."""
+    """Lines saying when, where and against what the benchmark ran (load at the start)."""
     now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     return [
         f"Date: {now}",
@@ -84,8 +89,10 @@ def machine_description() -> list[str]:
     ]
 
 
-def _number(value: float, unit: str) -> str:
+def _number(value: float | None, unit: str) -> str:
     """A measurement with two decimals, or none once it reaches three digits."""
+    if value is None:
+        return "—"
     return f"{value:.2f} {unit}" if value < 100 else f"{value:.0f} {unit}"
 
 
@@ -96,11 +103,15 @@ def markdown_table(rows: list[Row]) -> str:
         "|---|---:|---:|---:|---:|:---:|",
     ]
     for row in rows:
-        target = "—" if row.target is None else f"≤ {row.target:.2f}"
+        if row.target is None:
+            target = "—"
+        else:
+            target = f"≤ {row.target:g} {row.unit}" if row.ratio is None else f"≤ {row.target:.2f}"
+        ratio = "—" if row.ratio is None else f"{row.ratio:.3f}"
         met = {None: "—", True: "yes", False: "**no**"}[row.met]
         lines.append(
             f"| {row.case} | {_number(row.ours, row.unit)} | {_number(row.reference, row.unit)} "
-            f"| {row.ratio:.3f} | {target} | {met} |"
+            f"| {ratio} | {target} | {met} |"
         )
     return "\n".join(lines)
 
@@ -108,23 +119,49 @@ def markdown_table(rows: list[Row]) -> str:
 def notes(rows: list[Row]) -> str:
     """Per-case remarks and the noise seen: how far the median sample was above the best."""
     lines = ["Notes (noise = median sample above best sample, ours / reference):"]
-    for number, row in enumerate(rows, start=1):
-        noise = f"noise {row.ours_spread:+.0%} / {row.reference_spread:+.0%}"
-        remark = f" {row.note}" if row.note else ""
-        lines.append(f"{number}. {row.case}: {noise}.{remark}")
+    for row in rows:
+        remarks = [row.note] if row.note else []
+        if row.ours_spread is not None and row.reference_spread is not None:
+            remarks.insert(0, f"noise {row.ours_spread:+.0%} / {row.reference_spread:+.0%}.")
+        if remarks:
+            lines.append(f"- {row.case}: {' '.join(remarks)}")
     return "\n".join(lines)
 
 
+def page(command: str, machine: list[str], rows: list[Row], method: str) -> str:
+    """The Markdown page of a run: the command that wrote it, the machine, the table, the
+    notes and the method."""
+    machine_list = "\n".join(f"- {line}" for line in machine)
+    return f"""# Benchmarks
+
+Written by `{command}`; run it again to update this page.
+
+{machine_list}
+
+## Results
+
+{markdown_table(rows)}
+
+{notes(rows)}
+
+## Method
+
+{method}
+"""
+
+
 def plot(rows: list[Row], path: str) -> None:
-    """Save a horizontal bar chart of each case's ratio, with its target marked."""
-    pyplot = _cli.pyplot()
+    """Save a horizontal bar chart of each case's ratio, with its target marked (rows without
+    a reference have no ratio and are left out)."""
+    rows = [row for row in rows if row.ratio is not None]
+    pyplot = _plots.pyplot()
     height = 0.4 * len(rows) + 1.5
     figure, axes = pyplot.subplots(figsize=(10, height))
     positions = range(len(rows))
     colors = [
         "tab:gray" if row.met is None else "tab:green" if row.met else "tab:red" for row in rows
     ]
-    shown = [min(row.ratio, 10.0) for row in rows]  # Keep an infinite ratio drawable.
+    shown = [min(row.ratio or 0.0, 10.0) for row in rows]  # Keep an infinite ratio drawable.
     axes.barh(positions, shown, color=colors, height=0.6)
     for position, row in zip(positions, rows):
         if row.target is not None:
@@ -135,6 +172,4 @@ def plot(rows: list[Row], path: str) -> None:
     axes.invert_yaxis()
     axes.set_xlabel("ratio ours / reference (black mark: target; lower is better)")
     axes.set_title(f"tf_stopgrad vs built-in, TensorFlow {tf.__version__}, {cpu_model()}")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    pyplot.close(figure)
+    _plots.save_figure(figure, path, dpi=120)

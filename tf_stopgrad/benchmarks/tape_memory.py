@@ -10,7 +10,8 @@ recorded: a recorded op keeps its input and output for a backward function.
 What the tape holds is measured with the CPU allocator's byte counters
 (``tf.config.experimental.get_memory_info('CPU:0')``) when this TensorFlow keeps them, and
 otherwise by checking, through weak references, whether the intermediate's tensors outlive
-the caller's references.
+the caller's references. As a control, the plugin's op runs without pausing the tape, which
+then records it like any other op.
 """
 
 from __future__ import annotations
@@ -22,7 +23,12 @@ from typing import Callable
 
 import tensorflow as tf
 
+import tf_stopgrad
+from tf_stopgrad import _compat
+from tf_stopgrad.benchmarks.report import Row, ratio
+
 _CPU = "CPU:0"
+_MIB = float(1 << 20)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,13 +63,6 @@ def allocator_counts_bytes() -> bool:
     return after - before >= probe_bytes
 
 
-def method_description(use_allocator: bool) -> str:
-    """How :func:`measure` counts, for the report."""
-    if use_allocator:
-        return "CPU allocator counters (tf.config.experimental.get_memory_info('CPU:0'))"
-    return "weak references to the intermediate's tensors (allocator keeps no counters)"
-
-
 def measure(
     stop_gradient: Callable[[tf.Tensor], tf.Tensor], intermediate_bytes: int, use_allocator: bool
 ) -> TapeFootprint:
@@ -89,3 +88,36 @@ def measure(
         footprint = TapeFootprint(intermediate_bytes if alive else 0, None)
     del tape
     return footprint
+
+
+def _record_unpaused(tensor: tf.Tensor) -> tf.Tensor:
+    """The plugin's op run without pausing the tape: a tape records it, like any other op."""
+    return _compat.fast_path_execute(_compat.context(), tf_stopgrad.STOP_GRADIENT_OP, None, tensor)
+
+
+def row(intermediate_bytes: int) -> Row:
+    """Ours against the built-in, with an unpaused recording as control."""
+    use_allocator = allocator_counts_bytes()
+    ours = measure(tf_stopgrad.stop_gradient, intermediate_bytes, use_allocator)
+    builtin = measure(tf.stop_gradient, intermediate_bytes, use_allocator)
+    control = measure(_record_unpaused, intermediate_bytes, use_allocator)
+    method = "weak references to the intermediate's tensors (allocator keeps no counters)"
+    if use_allocator:
+        method = "CPU allocator counters (tf.config.experimental.get_memory_info('CPU:0'))"
+    peaks = ""
+    if ours.forward_peak_bytes is not None and builtin.forward_peak_bytes is not None:
+        peaks = (
+            f" Forward-pass peak: ours {ours.forward_peak_bytes / _MIB:.1f} MiB, built-in "
+            f"{builtin.forward_peak_bytes / _MIB:.1f} MiB."
+        )
+    return Row(
+        case=f"Tape memory: held by a persistent tape after a {intermediate_bytes / _MIB:g} MiB "
+        f"intermediate passes through",
+        ours=ours.held_bytes / _MIB,
+        reference=builtin.held_bytes / _MIB,
+        unit="MiB",
+        ratio=ratio(ours.held_bytes, builtin.held_bytes),
+        target=1.0,
+        note=f"Measured with {method}. Control: the plugin op "
+        f"recorded by the tape (no pause) holds {control.held_bytes / _MIB:.1f} MiB.{peaks}",
+    )

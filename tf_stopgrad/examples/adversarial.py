@@ -15,7 +15,6 @@ Run ``python -m tf_stopgrad demo adversarial [--plot accuracy.png]``.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -24,7 +23,7 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
 import tf_stopgrad
-from tf_stopgrad import _cli
+from tf_stopgrad import _plots, _progress
 
 StopGradientFn = Callable[[tf.Tensor], tf.Tensor]
 
@@ -63,18 +62,11 @@ def fgsm_examples(
     epsilon: float,
     stop_gradient: StopGradientFn = tf_stopgrad.stop_gradient,
 ) -> tf.Tensor:
-    """Perturbs images by epsilon * sign(gradient of the loss), kept within [0, 1].
+    """Perturbs images (B, 64) of pixels in [0, 1] by epsilon * sign(gradient of the loss),
+    kept within [0, 1].
 
-    Args:
-      params: The network under attack.
-      images: Pixel values in [0, 1], shape (B, 64).
-      labels: True classes, shape (B,).
-      epsilon: Size of the perturbation per pixel.
-      stop_gradient: Applied to the perturbation so that an enclosing tape does not
-        differentiate how it was made. Pass an identity to see the cost of omitting it.
-
-    Returns:
-      The adversarial images, shape (B, 64).
+    ``stop_gradient`` is applied to the perturbation so that an enclosing tape does not
+    differentiate how it was made. Pass an identity to see the cost of omitting it.
     """
     with tf.GradientTape() as attack_tape:
         attack_tape.watch(images)
@@ -94,9 +86,6 @@ def adversarial_training_loss(
 
     The arguments are those of :func:`fgsm_examples`: here ``params`` is the network being
     trained and ``epsilon`` the size of the training perturbation.
-
-    Returns:
-      The scalar training loss.
     """
     adversarial = fgsm_examples(params, images, labels, epsilon, stop_gradient)
     return 0.5 * cross_entropy(params, images, labels) + 0.5 * cross_entropy(
@@ -111,11 +100,8 @@ def accuracy(params: MLPParams, images: tf.Tensor, labels: tf.Tensor) -> float:
 
 
 def load_scaled_digits(seed: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
-    """Loads the bundled digits with pixels scaled to [0, 1], split 75/25 (stratified).
-
-    Returns:
-      Training images, training labels, test images, test labels.
-    """
+    """Training images, training labels, test images, test labels: the bundled digits with
+    pixels scaled to [0, 1], split 75/25 (stratified)."""
     digits = load_digits()
     split = train_test_split(
         (digits.data / 16.0).astype(np.float32),
@@ -154,18 +140,8 @@ def train(
     epsilon: float | None,
     seed: int,
 ) -> None:
-    """Trains in place by minibatch gradient descent, adversarially if ``epsilon`` is set.
-
-    Args:
-      params: The network's variables, updated in place.
-      images: Training images, shape (N, 64).
-      labels: Training labels, shape (N,).
-      epochs: Passes over the training data.
-      batch_size: Images per update.
-      learning_rate: Step size.
-      epsilon: FGSM perturbation size for adversarial training; None trains normally.
-      seed: Seed of the shuffling.
-    """
+    """Trains the network's variables in place by minibatch gradient descent, adversarially
+    with FGSM perturbations of size ``epsilon`` unless it is None."""
     shuffler = np.random.default_rng(seed)
 
     @tf.function
@@ -179,7 +155,7 @@ def train(
             variable.assign_sub(learning_rate * gradient)
 
     kind = "normal" if epsilon is None else "adversarial"
-    with _cli.Progress(f"{kind} training epoch", epochs) as progress:
+    with _progress.Progress(f"{kind} training epoch", epochs) as progress:
         for epoch in range(1, epochs + 1):
             order = shuffler.permutation(len(labels))
             for start in range(0, len(order), batch_size):
@@ -189,16 +165,8 @@ def train(
 
 
 def training_gradient_ops(params: MLPParams, epsilon: float, stop_gradient: StopGradientFn) -> int:
-    """Counts the ops of a traced function returning the adversarial training gradient.
-
-    Args:
-      params: The network (only shapes matter).
-      epsilon: FGSM perturbation size.
-      stop_gradient: Applied to the perturbation; compare tf_stopgrad with an identity.
-
-    Returns:
-      The number of operations in the traced graph.
-    """
+    """Counts the ops of a traced function returning the adversarial training gradient, with
+    ``stop_gradient`` applied to the perturbation (only the shapes of ``params`` matter)."""
 
     @tf.function
     def training_gradient(images: tf.Tensor, labels: tf.Tensor) -> list[tf.Tensor]:
@@ -231,6 +199,47 @@ class AdversarialFigures:
     gradient_ops_with_stop: int
     gradient_ops_without_stop: int
 
+    def models(self) -> tuple[tuple[str, ModelAccuracy], ...]:
+        return ("normal", self.normal), ("adversarial", self.adversarial)
+
+    def failures(self) -> list[str]:
+        missed = []
+        gain = self.adversarial.attacked - self.normal.attacked
+        if gain < REQUIRED_ROBUSTNESS_GAIN:
+            missed.append(
+                f"adversarial training gained only {gain:.3f} accuracy under attack "
+                f"(needs {REQUIRED_ROBUSTNESS_GAIN})"
+            )
+        for kind, result in self.models():
+            if result.clean < REQUIRED_CLEAN_ACCURACY:
+                missed.append(f"{kind} model's clean accuracy {result.clean:.3f} is too low")
+        return missed
+
+    def summary(self) -> str:
+        lines = [
+            f"{kind:>11} training: test accuracy {result.clean:.3f} clean, "
+            f"{result.attacked:.3f} under FGSM (eps={self.epsilon:g})"
+            for kind, result in self.models()
+        ]
+        lines.append(
+            f"adversarial training gradient graph: {self.gradient_ops_with_stop} ops with "
+            f"stop_gradient on the perturbation, {self.gradient_ops_without_stop} without"
+        )
+        return "\n".join(lines)
+
+    def save_plot(self, path: str) -> None:
+        """Grouped bars of clean and attacked accuracy for both models."""
+        plt = _plots.pyplot()
+        positions = np.arange(2)
+        fig, ax = plt.subplots(figsize=(5, 3))
+        for offset, (kind, result) in zip((-0.2, 0.2), self.models()):
+            ax.bar(positions + offset, [result.clean, result.attacked], width=0.4, label=kind)
+        ax.set_xticks(positions, ["clean", f"FGSM eps={self.epsilon:g}"])
+        ax.set_ylim(0.0, 1.0)
+        ax.set_ylabel("test accuracy")
+        ax.legend(title="training")
+        _plots.save_figure(fig, path)
+
 
 def run(
     num_hidden: int = 128,
@@ -240,20 +249,8 @@ def run(
     epsilon: float = 0.2,
     seed: int = 0,
 ) -> AdversarialFigures:
-    """Trains a normal and an adversarial model from the same start and attacks both.
-
-    Args:
-      num_hidden: Hidden units of the MLP.
-      epochs: Passes over the training data, for each model.
-      batch_size: Images per update.
-      learning_rate: Step size.
-      epsilon: FGSM perturbation size, for training and for the attack.
-      seed: Seed of the split, the initialisation and the shuffling.
-
-    Returns:
-      Clean and attacked test accuracy of both models, and the training-gradient graph
-      sizes with and without stop_gradient on the perturbation.
-    """
+    """Trains a normal and an adversarial model from the same start and attacks both, with
+    FGSM of size ``epsilon``."""
     train_images, train_labels, test_images, test_labels = load_scaled_digits(seed)
     results = {}
     for kind, training_epsilon in (("normal", None), ("adversarial", epsilon)):
@@ -284,63 +281,4 @@ def run(
 
 # Small settings for --quick (tests and CI); the defaults of run() are the full example.
 QUICK_SETTINGS: dict[str, Any] = {"num_hidden": 64, "epochs": 30, "learning_rate": 0.3}
-
-
-def failures(figures: AdversarialFigures) -> list[str]:
-    """Lists the success criteria the figures miss (empty when all hold).
-
-    Args:
-      figures: The result of :func:`run`.
-
-    Returns:
-      One message per missed criterion.
-    """
-    missed = []
-    gain = figures.adversarial.attacked - figures.normal.attacked
-    if gain < REQUIRED_ROBUSTNESS_GAIN:
-        missed.append(
-            f"adversarial training gained only {gain:.3f} accuracy under attack "
-            f"(needs {REQUIRED_ROBUSTNESS_GAIN})"
-        )
-    for kind, result in (("normal", figures.normal), ("adversarial", figures.adversarial)):
-        if result.clean < REQUIRED_CLEAN_ACCURACY:
-            missed.append(f"{kind} model's clean accuracy {result.clean:.3f} is too low")
-    return missed
-
-
-def save_plot(figures: AdversarialFigures, path: str) -> None:
-    """Saves grouped bars of clean and attacked accuracy for both models."""
-    plt = _cli.pyplot()
-    positions = np.arange(2)
-    fig, ax = plt.subplots(figsize=(5, 3))
-    for offset, (kind, result) in zip(
-        (-0.2, 0.2), (("normal", figures.normal), ("adversarial", figures.adversarial))
-    ):
-        ax.bar(positions + offset, [result.clean, result.attacked], width=0.4, label=kind)
-    ax.set_xticks(positions, ["clean", f"FGSM eps={figures.epsilon:g}"])
-    ax.set_ylim(0.0, 1.0)
-    ax.set_ylabel("test accuracy")
-    ax.legend(title="training")
-    _cli.save_figure(fig, path)
-
-
-def print_figures(figures: AdversarialFigures) -> None:
-    """Prints the figures of :func:`run`."""
-    for kind, result in (("normal", figures.normal), ("adversarial", figures.adversarial)):
-        print(
-            f"{kind:>11} training: test accuracy {result.clean:.3f} clean, "
-            f"{result.attacked:.3f} under FGSM (eps={figures.epsilon:g})"
-        )
-    print(
-        f"adversarial training gradient graph: {figures.gradient_ops_with_stop} ops with "
-        f"stop_gradient on the perturbation, {figures.gradient_ops_without_stop} without"
-    )
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Runs the example from the command line; returns 0 if every criterion holds, else 1."""
-    return _cli.main(sys.modules[__name__], "save a bar chart of the accuracies", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+PLOT_HELP = "save a bar chart of the accuracies"

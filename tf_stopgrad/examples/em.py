@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -28,7 +27,7 @@ import tensorflow as tf
 from sklearn.mixture import GaussianMixture
 
 import tf_stopgrad
-from tf_stopgrad import _cli
+from tf_stopgrad import _plots, _progress
 
 StopGradientFn = Callable[[tf.Tensor], tf.Tensor]
 
@@ -47,15 +46,7 @@ class MixtureParams(NamedTuple):
 
 
 def weighted_log_densities(data: tf.Tensor, params: MixtureParams) -> tf.Tensor:
-    """Computes log(pi_k) + log N(x_n | mu_k, diag(var_k)) for every point and component.
-
-    Args:
-      data: Points, shape (N, D).
-      params: The mixture.
-
-    Returns:
-      A tensor of shape (N, K).
-    """
+    """log(pi_k) + log N(x_n | mu_k, diag(var_k)) for points (N, D) and components: (N, K)."""
     offsets = data[:, tf.newaxis, :] - params.means[tf.newaxis, :, :]
     log_normal = -0.5 * tf.reduce_sum(
         tf.math.log(2.0 * math.pi * params.variances) + offsets**2 / params.variances, axis=-1
@@ -73,16 +64,11 @@ def q_function(
     params: MixtureParams,
     stop_gradient: StopGradientFn = tf_stopgrad.stop_gradient,
 ) -> tf.Tensor:
-    """Evaluates Q at ``params`` with responsibilities computed from ``params`` (E-step).
+    """Q at ``params``, sum_n sum_k r_nk * (log pi_k + log N(x_n | mu_k, var_k)), with the
+    responsibilities r computed from ``params`` too (E-step).
 
-    Args:
-      data: Points, shape (N, D).
-      params: The current mixture; both the E-step and Q use it.
-      stop_gradient: Applied to the responsibilities so that the gradient of Q treats them
-        as the constants of the E-step. Pass an identity to see what goes wrong without it.
-
-    Returns:
-      The scalar sum_n sum_k r_nk * (log pi_k + log N(x_n | mu_k, var_k)).
+    ``stop_gradient`` on the responsibilities makes the gradient of Q treat them as the
+    constants of the E-step. Pass an identity to see what goes wrong without it.
     """
     log_densities = weighted_log_densities(data, params)
     responsibilities = stop_gradient(tf.nn.softmax(log_densities, axis=-1))
@@ -100,10 +86,6 @@ def m_step(data: tf.Tensor, params: MixtureParams) -> MixtureParams:
         dQ/dvar_k = (sum_n r_nk (x_n - mu_k)^2 - N_k var_k) / (2 var_k^2)
 
     and the maximiser of Q follows in closed form.
-
-    Args:
-      data: Points, shape (N, D).
-      params: The current mixture.
 
     Returns:
       The mixture that maximises Q (weights normalised to sum to one).
@@ -123,15 +105,8 @@ def m_step(data: tf.Tensor, params: MixtureParams) -> MixtureParams:
 
 
 def make_data(num_points: int, seed: int) -> np.ndarray:
-    """Samples points from a fixed, overlapping mixture of three 2-D Gaussians.
-
-    Args:
-      num_points: Number of points.
-      seed: Seed of the sampler.
-
-    Returns:
-      A float64 array of shape (num_points, 2).
-    """
+    """Samples float64 points, shape (num_points, 2), from a fixed, overlapping mixture of three
+    2-D Gaussians."""
     rng = np.random.default_rng(seed)
     weights = np.array([0.5, 0.3, 0.2])
     means = np.array([[-2.0, 0.0], [1.5, 0.5], [0.0, 2.5]])
@@ -141,16 +116,8 @@ def make_data(num_points: int, seed: int) -> np.ndarray:
 
 
 def initial_params(data: np.ndarray, num_components: int, seed: int) -> MixtureParams:
-    """Starts from randomly chosen data points as means, the data variance and equal weights.
-
-    Args:
-      data: Points, shape (N, D).
-      num_components: K.
-      seed: Seed of the choice of points.
-
-    Returns:
-      The initial mixture, as float64 tensors.
-    """
+    """Starts from randomly chosen data points as means, the data variance and equal weights
+    (float64 tensors)."""
     rng = np.random.default_rng(seed)
     means = data[rng.choice(len(data), size=num_components, replace=False)]
     variances = np.tile(data.var(axis=0), (num_components, 1))
@@ -163,15 +130,9 @@ def fit_em(
 ) -> tuple[MixtureParams, list[float]]:
     """Alternates E- and M-steps until the average log-likelihood gains less than ``tol``.
 
-    Args:
-      data: Points, shape (N, D).
-      params: The initial mixture.
-      max_iter: Largest number of M-steps.
-      tol: Stop once one iteration improves the average log-likelihood by less than this.
-
     Returns:
       The fitted mixture, and the average log-likelihood before the first and after every
-      M-step.
+      M-step (at most ``max_iter``).
     """
 
     @tf.function
@@ -180,7 +141,7 @@ def fit_em(
         return updated, average_log_likelihood(data, updated)
 
     history = [float(average_log_likelihood(data, params))]
-    with _cli.Progress("EM iteration", max_iter) as progress:
+    with _progress.Progress("EM iteration", max_iter) as progress:
         for iteration in range(1, max_iter + 1):
             params, log_likelihood = em_iteration(params)
             history.append(float(log_likelihood))
@@ -188,6 +149,23 @@ def fit_em(
             if abs(history[-1] - history[-2]) < tol:
                 break
     return params, history
+
+
+def sklearn_reference(
+    data: np.ndarray, init: MixtureParams, max_iter: int, tol: float
+) -> GaussianMixture:
+    """Fits scikit-learn's EM from the same initial mixture (without covariance regularisation)."""
+    return GaussianMixture(
+        n_components=len(init.weights),
+        covariance_type="diag",
+        tol=tol,
+        reg_covar=0.0,
+        max_iter=max_iter,
+        weights_init=init.weights.numpy(),
+        means_init=init.means.numpy(),
+        precisions_init=1.0 / init.variances.numpy(),
+        random_state=0,
+    ).fit(data)
 
 
 @dataclasses.dataclass
@@ -205,32 +183,41 @@ class EMFigures:
         """Number of M-steps taken."""
         return len(self.log_likelihoods) - 1
 
+    def failures(self) -> list[str]:
+        missed = []
+        if self.smallest_relative_gain < -MONOTONE_TOLERANCE:
+            missed.append(
+                f"the log-likelihood decreased by {-self.smallest_relative_gain:.2e} (relative)"
+            )
+        if self.relative_difference > SKLEARN_TOLERANCE:
+            missed.append(
+                f"final log-likelihood differs from scikit-learn's by "
+                f"{self.relative_difference:.2e}"
+            )
+        return missed
 
-def sklearn_reference(
-    data: np.ndarray, init: MixtureParams, max_iter: int, tol: float
-) -> GaussianMixture:
-    """Fits scikit-learn's EM from the same initial mixture (without covariance regularisation).
+    def summary(self) -> str:
+        history = self.log_likelihoods
+        return (
+            f"average log-likelihood: {history[0]:.6f} at the start, {history[-1]:.6f} after "
+            f"{self.iterations} iterations\n"
+            f"smallest relative gain from one iteration to the next: "
+            f"{self.smallest_relative_gain:.2e} (must be >= -{MONOTONE_TOLERANCE:.0e})\n"
+            f"scikit-learn GaussianMixture from the same start: {self.sklearn_score:.6f} after "
+            f"{self.sklearn_iterations} iterations (relative difference "
+            f"{self.relative_difference:.2e})"
+        )
 
-    Args:
-      data: Points, shape (N, D).
-      init: The initial mixture.
-      max_iter: Largest number of EM iterations.
-      tol: scikit-learn's convergence threshold on the average log-likelihood gain.
-
-    Returns:
-      The fitted ``GaussianMixture``.
-    """
-    return GaussianMixture(
-        n_components=len(init.weights),
-        covariance_type="diag",
-        tol=tol,
-        reg_covar=0.0,
-        max_iter=max_iter,
-        weights_init=init.weights.numpy(),
-        means_init=init.means.numpy(),
-        precisions_init=1.0 / init.variances.numpy(),
-        random_state=0,
-    ).fit(data)
+    def save_plot(self, path: str) -> None:
+        """The log-likelihood trace, with scikit-learn's final score as a dashed line."""
+        _plots.save_curve(
+            path,
+            self.log_likelihoods,
+            "EM with stop_gradient",
+            self.sklearn_score,
+            "scikit-learn",
+            ("iteration", "average log-likelihood"),
+        )
 
 
 def run(
@@ -240,18 +227,8 @@ def run(
     tol: float = 1e-10,
     seed: int = 0,
 ) -> EMFigures:
-    """Fits the mixture by EM and compares with scikit-learn from the same start.
-
-    Args:
-      num_points: Number of synthetic points.
-      num_components: Number of mixture components to fit.
-      max_iter: Largest number of EM iterations (for both fits).
-      tol: Convergence threshold on the average log-likelihood gain (for both fits).
-      seed: Seed of the data and the initialisation.
-
-    Returns:
-      The log-likelihood trace and the comparison with scikit-learn.
-    """
+    """Fits the mixture by EM and compares with scikit-learn from the same start (the same
+    ``max_iter`` and ``tol`` for both fits)."""
     data = make_data(num_points, seed)
     init = initial_params(data, num_components, seed)
     _, history = fit_em(tf.constant(data), init, max_iter, tol)
@@ -269,63 +246,4 @@ def run(
 
 # Small settings for --quick (tests and CI); the defaults of run() are the full example.
 QUICK_SETTINGS: dict[str, Any] = {"num_points": 300, "max_iter": 100, "tol": 1e-8}
-
-
-def failures(figures: EMFigures) -> list[str]:
-    """Lists the success criteria the figures miss (empty when all hold).
-
-    Args:
-      figures: The result of :func:`run`.
-
-    Returns:
-      One message per missed criterion.
-    """
-    missed = []
-    if figures.smallest_relative_gain < -MONOTONE_TOLERANCE:
-        missed.append(
-            f"the log-likelihood decreased by {-figures.smallest_relative_gain:.2e} (relative)"
-        )
-    if figures.relative_difference > SKLEARN_TOLERANCE:
-        missed.append(
-            f"final log-likelihood differs from scikit-learn's by {figures.relative_difference:.2e}"
-        )
-    return missed
-
-
-def save_plot(figures: EMFigures, path: str) -> None:
-    """Saves the log-likelihood trace, with scikit-learn's final score as a dashed line."""
-    _cli.save_curve(
-        path,
-        figures.log_likelihoods,
-        "EM with stop_gradient",
-        figures.sklearn_score,
-        "scikit-learn",
-        ("iteration", "average log-likelihood"),
-    )
-
-
-def print_figures(figures: EMFigures) -> None:
-    """Prints the figures of :func:`run`."""
-    history = figures.log_likelihoods
-    print(
-        f"average log-likelihood: {history[0]:.6f} at the start, {history[-1]:.6f} after "
-        f"{figures.iterations} iterations"
-    )
-    print(
-        f"smallest relative gain from one iteration to the next: "
-        f"{figures.smallest_relative_gain:.2e} (must be >= -{MONOTONE_TOLERANCE:.0e})"
-    )
-    print(
-        f"scikit-learn GaussianMixture from the same start: {figures.sklearn_score:.6f} after "
-        f"{figures.sklearn_iterations} iterations (relative difference "
-        f"{figures.relative_difference:.2e})"
-    )
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Runs the example from the command line; returns 0 if every criterion holds, else 1."""
-    return _cli.main(sys.modules[__name__], "save the log-likelihood curve", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+PLOT_HELP = "save the log-likelihood curve"

@@ -18,7 +18,6 @@ Run ``python -m tf_stopgrad demo rbm [--plot reconstruction.png]``.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -27,7 +26,7 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
 import tf_stopgrad
-from tf_stopgrad import _cli
+from tf_stopgrad import _plots, _progress
 
 StopGradientFn = Callable[[tf.Tensor], tf.Tensor]
 
@@ -69,17 +68,9 @@ def sample_bernoulli(probabilities: tf.Tensor, rng: tf.random.Generator) -> tf.T
 def gibbs_chain(
     data: tf.Tensor, params: RBMParams, steps: int, rng: tf.random.Generator
 ) -> tf.Tensor:
-    """Runs ``steps`` rounds of block Gibbs sampling v -> h -> v, starting at the data.
-
-    Args:
-      data: Binary visible vectors, shape (B, V).
-      params: The RBM.
-      steps: k of CD-k (at least 1).
-      rng: Source of the random draws.
-
-    Returns:
-      The visible probabilities of the last round; earlier rounds sample binary visibles.
-    """
+    """Runs ``steps`` (k of CD-k, at least 1) rounds of block Gibbs sampling v -> h -> v from
+    binary ``data`` (B, V). Returns the visible probabilities of the last round; earlier rounds
+    sample binary visibles."""
     visible = data
     for _ in range(steps - 1):
         hidden = sample_bernoulli(hidden_probabilities(visible, params), rng)
@@ -94,18 +85,9 @@ def contrastive_divergence_loss(
     params: RBMParams,
     stop_gradient: StopGradientFn = tf_stopgrad.stop_gradient,
 ) -> tf.Tensor:
-    """Mean free energy of the data minus that of the chain samples, held constant.
-
-    Args:
-      data: Visible vectors, shape (B, V).
-      chain_end: The Gibbs chain's visible vectors, shape (B, V).
-      params: The RBM.
-      stop_gradient: Applied to ``chain_end``; pass an identity to see what goes wrong
-        without it.
-
-    Returns:
-      The scalar loss whose gradient is the (negated) CD update.
-    """
+    """Mean free energy of the data minus that of the chain's samples ``chain_end``, held
+    constant by ``stop_gradient`` (pass an identity to see what goes wrong without it): the
+    scalar loss whose gradient is the (negated) CD update."""
     return tf.reduce_mean(free_energy(data, params)) - tf.reduce_mean(
         free_energy(stop_gradient(chain_end), params)
     )
@@ -120,15 +102,9 @@ def cd_gradients(
 ) -> tuple[RBMParams, tf.Tensor]:
     """Runs the Gibbs chain and differentiates the CD loss, all under one tape.
 
-    Args:
-      data: Visible vectors, shape (B, V).
-      params: The RBM (tensors or variables).
-      cd_steps: k of CD-k.
-      rng: Source of the chain's random draws.
-      stop_gradient: As for :func:`contrastive_divergence_loss`.
-
     Returns:
-      The gradient of the loss for each parameter, and the chain's final visible vectors.
+      The gradient of the loss for each parameter (tensors or variables), and the chain's
+      final visible vectors.
     """
     with tf.GradientTape() as tape:
         tape.watch(params)
@@ -141,15 +117,7 @@ def textbook_cd_update(data: tf.Tensor, chain_end: tf.Tensor, params: RBMParams)
     """The CD update written out: data statistics minus chain statistics, batch averages.
 
     dW = <v p(h|v)>_data - <v p(h|v)>_chain, db = <v>_data - <v>_chain,
-    dc = <p(h|v)>_data - <p(h|v)>_chain.
-
-    Args:
-      data: Visible vectors, shape (B, V).
-      chain_end: The Gibbs chain's visible vectors, shape (B, V).
-      params: The RBM.
-
-    Returns:
-      The ascent direction for each parameter.
+    dc = <p(h|v)>_data - <p(h|v)>_chain: the ascent direction for each parameter.
     """
     batch_size = tf.cast(tf.shape(data)[0], data.dtype)
     data_hidden = hidden_probabilities(data, params)
@@ -198,20 +166,10 @@ def train(
     cd_steps: int,
     seed: int,
 ) -> list[float]:
-    """Trains the RBM in place by minibatch gradient descent on the CD loss.
-
-    Args:
-      train_data: Training vectors, shape (N, V).
-      held_out: Vectors to measure the reconstruction error on.
-      params: The RBM's variables, updated in place.
-      epochs: Passes over the training data.
-      batch_size: Vectors per update.
-      learning_rate: Step size.
-      cd_steps: k of CD-k.
-      seed: Seed of the shuffling and of the Gibbs chains.
+    """Trains the RBM's variables in place by minibatch gradient descent on the CD loss.
 
     Returns:
-      The held-out reconstruction error before training and after each epoch.
+      The reconstruction error of ``held_out`` before training and after each epoch.
     """
     rng = tf.random.Generator.from_seed(seed)
     shuffler = np.random.default_rng(seed)
@@ -223,7 +181,7 @@ def train(
             variable.assign_sub(learning_rate * gradient)
 
     errors = [reconstruction_error(held_out, params)]
-    with _cli.Progress("RBM epoch", epochs) as progress:
+    with _progress.Progress("RBM epoch", epochs) as progress:
         for epoch in range(1, epochs + 1):
             order = shuffler.permutation(len(train_data))
             for start in range(0, len(order), batch_size):
@@ -253,6 +211,40 @@ class RBMFigures:
         """Held-out reconstruction error after training."""
         return self.reconstruction_errors[-1]
 
+    def failures(self) -> list[str]:
+        missed = []
+        if self.final_error > 0.5 * self.initial_error:
+            missed.append("the reconstruction error did not fall by half")
+        if self.cd_update_difference > GRADIENT_TOLERANCE:
+            missed.append("the autodiff gradient differs from the textbook CD update")
+        if self.builtin_stop_gradient_difference > GRADIENT_TOLERANCE:
+            missed.append("tf_stopgrad.stop_gradient and tf.stop_gradient give different gradients")
+        return missed
+
+    def summary(self) -> str:
+        return (
+            f"held-out reconstruction MSE: {self.initial_error:.4f} at initialisation, "
+            f"{self.final_error:.4f} after {len(self.reconstruction_errors) - 1} epochs "
+            f"(predicting pixel means: {self.pixel_mean_error:.4f})\n"
+            f"max |autodiff gradient - textbook CD update|: {self.cd_update_difference:.2e}; "
+            f"max |tf_stopgrad - tf.stop_gradient| gradient: "
+            f"{self.builtin_stop_gradient_difference:.2e}\n"
+            f"without stop_gradient the gradient is off by up to "
+            f"{self.no_stop_gradient_difference:.2e}"
+        )
+
+    def save_plot(self, path: str) -> None:
+        """The held-out reconstruction error per epoch."""
+        _plots.save_curve(
+            path,
+            self.reconstruction_errors,
+            "RBM (CD)",
+            self.pixel_mean_error,
+            "pixel means",
+            ("epoch", "held-out reconstruction MSE"),
+            reference_color="tab:gray",
+        )
+
 
 def largest_difference(first: RBMParams, second: RBMParams) -> float:
     """Largest absolute elementwise difference over all parameters."""
@@ -261,21 +253,14 @@ def largest_difference(first: RBMParams, second: RBMParams) -> float:
 
 def compare_gradients(
     data: tf.Tensor, params: RBMParams, cd_steps: int, seed: int
-) -> dict[str, float]:
+) -> tuple[float, float, float]:
     """Compares the CD loss's autodiff gradient with the textbook update and tf.stop_gradient.
 
     Every variant runs the same chain (same seed), so only the gradient computation differs.
 
-    Args:
-      data: Visible vectors, shape (B, V).
-      params: The RBM.
-      cd_steps: k of CD-k.
-      seed: Seed of the chain.
-
     Returns:
-      Largest absolute differences: ``cd_update`` (autodiff descent direction vs. textbook
-      update), ``builtin`` (tf_stopgrad vs. tf.stop_gradient) and ``no_stop`` (no
-      stop_gradient vs. textbook update).
+      Largest absolute differences: autodiff descent direction vs. textbook update,
+      tf_stopgrad vs. tf.stop_gradient, and no stop_gradient vs. textbook update.
     """
 
     def gradients_with(stop_gradient: StopGradientFn) -> tuple[RBMParams, tf.Tensor]:
@@ -287,11 +272,11 @@ def compare_gradients(
     update = textbook_cd_update(data, chain_end, params)
     builtin_gradients, _ = gradients_with(tf.stop_gradient)
     unstopped_gradients, _ = gradients_with(tf.identity)
-    return {
-        "cd_update": largest_difference(ascent, update),
-        "builtin": largest_difference(gradients, builtin_gradients),
-        "no_stop": largest_difference(RBMParams(*(-g for g in unstopped_gradients)), update),
-    }
+    return (
+        largest_difference(ascent, update),
+        largest_difference(gradients, builtin_gradients),
+        largest_difference(RBMParams(*(-g for g in unstopped_gradients)), update),
+    )
 
 
 def run(
@@ -302,91 +287,16 @@ def run(
     cd_steps: int = 1,
     seed: int = 0,
 ) -> RBMFigures:
-    """Trains an RBM on binarised digits and checks its gradient against the CD update.
-
-    Args:
-      num_hidden: Hidden units.
-      epochs: Passes over the training data.
-      batch_size: Vectors per update.
-      learning_rate: Step size.
-      cd_steps: k of CD-k.
-      seed: Seed of the split, initialisation, shuffling and chains.
-
-    Returns:
-      The reconstruction errors and the gradient comparisons (made after training).
-    """
+    """Trains an RBM on binarised digits and checks its gradient against the CD update (after
+    training)."""
     train_data, held_out = load_binary_digits(seed)
     params = initial_params(train_data.shape[1], num_hidden, seed)
     errors = train(train_data, held_out, params, epochs, batch_size, learning_rate, cd_steps, seed)
     pixel_mean_error = float(np.mean((held_out - train_data.mean(axis=0)) ** 2))
     differences = compare_gradients(tf.constant(held_out[:64]), params, cd_steps, seed)
-    return RBMFigures(
-        reconstruction_errors=errors,
-        pixel_mean_error=pixel_mean_error,
-        cd_update_difference=differences["cd_update"],
-        builtin_stop_gradient_difference=differences["builtin"],
-        no_stop_gradient_difference=differences["no_stop"],
-    )
+    return RBMFigures(errors, pixel_mean_error, *differences)
 
 
 # Small settings for --quick (tests and CI); the defaults of run() are the full example.
 QUICK_SETTINGS: dict[str, Any] = {"epochs": 8}
-
-
-def failures(figures: RBMFigures) -> list[str]:
-    """Lists the success criteria the figures miss (empty when all hold).
-
-    Args:
-      figures: The result of :func:`run`.
-
-    Returns:
-      One message per missed criterion.
-    """
-    missed = []
-    if figures.final_error > 0.5 * figures.initial_error:
-        missed.append("the reconstruction error did not fall by half")
-    if figures.cd_update_difference > GRADIENT_TOLERANCE:
-        missed.append("the autodiff gradient differs from the textbook CD update")
-    if figures.builtin_stop_gradient_difference > GRADIENT_TOLERANCE:
-        missed.append("tf_stopgrad.stop_gradient and tf.stop_gradient give different gradients")
-    return missed
-
-
-def save_plot(figures: RBMFigures, path: str) -> None:
-    """Saves the held-out reconstruction error per epoch."""
-    _cli.save_curve(
-        path,
-        figures.reconstruction_errors,
-        "RBM (CD)",
-        figures.pixel_mean_error,
-        "pixel means",
-        ("epoch", "held-out reconstruction MSE"),
-        reference_color="tab:gray",
-    )
-
-
-def print_figures(figures: RBMFigures) -> None:
-    """Prints the figures of :func:`run`."""
-    print(
-        f"held-out reconstruction MSE: {figures.initial_error:.4f} at initialisation, "
-        f"{figures.final_error:.4f} after {len(figures.reconstruction_errors) - 1} epochs "
-        f"(predicting pixel means: {figures.pixel_mean_error:.4f})"
-    )
-    print(
-        f"max |autodiff gradient - textbook CD update|: {figures.cd_update_difference:.2e}; "
-        f"max |tf_stopgrad - tf.stop_gradient| gradient: "
-        f"{figures.builtin_stop_gradient_difference:.2e}"
-    )
-    print(
-        f"without stop_gradient the gradient is off by up to "
-        f"{figures.no_stop_gradient_difference:.2e}"
-    )
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Runs the example from the command line; returns 0 if every criterion holds, else 1."""
-    return _cli.main(sys.modules[__name__], "save the reconstruction-error curve", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+PLOT_HELP = "save the reconstruction-error curve"

@@ -12,14 +12,13 @@ Run ``python -m tf_stopgrad demo softmax [--plot ops.png]``.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Any, Callable
 
 import numpy as np
 import tensorflow as tf
 
 import tf_stopgrad
-from tf_stopgrad import _cli
+from tf_stopgrad import _plots
 
 SoftmaxFn = Callable[[tf.Tensor], tf.Tensor]
 StopGradientFn = Callable[[tf.Tensor], tf.Tensor]
@@ -36,14 +35,7 @@ def _max_shifted_softmax(logits: tf.Tensor, stop_gradient: StopGradientFn) -> tf
 
 
 def stable_softmax(logits: tf.Tensor) -> tf.Tensor:
-    """Softmax over the last axis, shifted by the maximum logit, which is held constant.
-
-    Args:
-      logits: A float tensor; softmax is taken over its last axis.
-
-    Returns:
-      A tensor of the same shape whose last axis sums to one.
-    """
+    """Softmax over the last axis, shifted by the maximum logit, which is held constant."""
     return _max_shifted_softmax(logits, tf_stopgrad.stop_gradient)
 
 
@@ -54,14 +46,7 @@ def shifted_softmax_without_stop_gradient(logits: tf.Tensor) -> tf.Tensor:
 
 
 def naive_softmax(logits: tf.Tensor) -> tf.Tensor:
-    """Softmax straight from the definition, without a shift; overflows for large logits.
-
-    Args:
-      logits: A float tensor; softmax is taken over its last axis.
-
-    Returns:
-      A tensor of the same shape (NaN where ``exp`` overflowed).
-    """
+    """Softmax straight from the definition, without a shift: NaN where ``exp`` overflows."""
     exps = tf.exp(logits)
     return exps / tf.reduce_sum(exps, axis=-1, keepdims=True)
 
@@ -69,19 +54,8 @@ def naive_softmax(logits: tf.Tensor) -> tf.Tensor:
 def softmax_and_gradient(
     softmax: SoftmaxFn, logits: tf.Tensor, output_weights: tf.Tensor
 ) -> tuple[tf.Tensor, tf.Tensor]:
-    """Evaluates ``softmax`` and the gradient of a weighted sum of its outputs.
-
-    A plain sum of probabilities is always one and would have a zero gradient, so the
-    outputs are weighted to get a gradient worth comparing.
-
-    Args:
-      softmax: The softmax implementation to evaluate.
-      logits: Input logits.
-      output_weights: Weights of the outputs in the scalar being differentiated; same shape.
-
-    Returns:
-      The probabilities and the gradient with respect to ``logits``.
-    """
+    """The probabilities and the gradient, with respect to ``logits``, of their sum weighted
+    by ``output_weights`` (same shape): a plain sum is always one and has a zero gradient."""
     with tf.GradientTape() as tape:
         tape.watch(logits)
         probabilities = softmax(logits)
@@ -90,16 +64,8 @@ def softmax_and_gradient(
 
 
 def count_graph_ops(softmax: SoftmaxFn, shape: tuple[int, ...], with_gradient: bool) -> int:
-    """Counts the operations in a traced ``tf.function`` that evaluates ``softmax``.
-
-    Args:
-      softmax: The softmax implementation to trace.
-      shape: Shape of the float32 logits.
-      with_gradient: Trace the forward pass and its gradient, instead of the forward pass alone.
-
-    Returns:
-      The number of operations in the traced graph.
-    """
+    """The number of operations in a traced ``tf.function`` that evaluates ``softmax`` on
+    float32 logits of ``shape``: the forward pass, and its gradient if ``with_gradient``."""
     spec = tf.TensorSpec(shape, tf.float32)
     if with_gradient:
         traced = tf.function(lambda logits, weights: softmax_and_gradient(softmax, logits, weights))
@@ -130,19 +96,64 @@ class SoftmaxFigures:
     gradient_ops_with_stop: int
     gradient_ops_without_stop: int
 
+    def failures(self) -> list[str]:
+        missed = []
+        for case in self.cases:
+            if not case.finite:
+                missed.append(f"{case.name}: stable softmax is not finite")
+            if case.max_value_error > TOLERANCE or case.max_gradient_error > TOLERANCE:
+                missed.append(f"{case.name}: differs from tf.nn.softmax by more than {TOLERANCE}")
+        large = next(case for case in self.cases if case.name == "large")
+        if large.naive_finite:
+            missed.append("large: the naive softmax was expected to overflow but did not")
+        if self.gradient_ops_with_stop >= self.gradient_ops_without_stop:
+            missed.append("the backward graph with stop_gradient is not smaller")
+        return missed
+
+    def summary(self) -> str:
+        lines = [
+            f"{case.name:>9}: max |p - tf.nn.softmax| = {case.max_value_error:.2e}, "
+            f"max |grad - reference| = {case.max_gradient_error:.2e}, finite: {case.finite}, "
+            f"naive softmax finite: {case.naive_finite}"
+            for case in self.cases
+        ]
+        with_stop, without_stop = self.backward_ops()
+        return "\n".join(
+            [
+                *lines,
+                f"graph ops, forward only:  {self.forward_ops_with_stop} with stop_gradient, "
+                f"{self.forward_ops_without_stop} without",
+                f"graph ops, with gradient: {self.gradient_ops_with_stop} with stop_gradient, "
+                f"{self.gradient_ops_without_stop} without (the backward pass adds "
+                f"{with_stop} vs. {without_stop})",
+            ]
+        )
+
+    def backward_ops(self) -> tuple[int, int]:
+        """The ops the gradient adds to the graph, with and without stop_gradient."""
+        return (
+            self.gradient_ops_with_stop - self.forward_ops_with_stop,
+            self.gradient_ops_without_stop - self.forward_ops_without_stop,
+        )
+
+    def save_plot(self, path: str) -> None:
+        """A bar chart of the backward-pass op counts with and without stop_gradient."""
+        plt = _plots.pyplot()
+        fig, ax = plt.subplots(figsize=(4, 3))
+        ax.bar(
+            ["stop_gradient(max)", "plain max"],
+            self.backward_ops(),
+            color=["tab:green", "tab:gray"],
+        )
+        ax.set_ylabel("ops added by the gradient")
+        ax.set_title("Stable softmax: backward graph size")
+        _plots.save_figure(fig, path)
+
 
 def example_logits(batch: int, classes: int, seed: int) -> dict[str, np.ndarray]:
-    """Builds the logits the example checks.
-
-    Args:
-      batch: Rows of logits per case.
-      classes: Logits per row (at least 3).
-      seed: Seed of the random logits.
-
-    Returns:
-      ``ordinary`` (unit-scale logits), ``large`` (around 1e4, where exp overflows float32),
-      and ``tied_max`` (each row's maximum appears three times).
-    """
+    """The logits the example checks, ``batch`` rows of ``classes`` (at least 3) each:
+    ``ordinary`` (unit-scale logits), ``large`` (around 1e4, where exp overflows float32),
+    and ``tied_max`` (each row's maximum appears three times)."""
     rng = np.random.default_rng(seed)
     ordinary = rng.normal(size=(batch, classes)).astype(np.float32)
     large = (1e4 + 3.0 * rng.normal(size=(batch, classes))).astype(np.float32)
@@ -151,17 +162,13 @@ def example_logits(batch: int, classes: int, seed: int) -> dict[str, np.ndarray]
     return {"ordinary": ordinary, "large": large, "tied_max": tied_max}
 
 
+def _all_finite(*tensors: tf.Tensor) -> bool:
+    return all(bool(tf.reduce_all(tf.math.is_finite(tensor))) for tensor in tensors)
+
+
 def run(batch: int = 8, classes: int = 10, seed: int = 0) -> SoftmaxFigures:
-    """Compares :func:`stable_softmax` with ``tf.nn.softmax`` and counts graph sizes.
-
-    Args:
-      batch: Rows of logits per case.
-      classes: Logits per row (at least 3).
-      seed: Seed of the random logits and output weights.
-
-    Returns:
-      The errors against the reference per case and the op counts of the traced graphs.
-    """
+    """Compares :func:`stable_softmax` with ``tf.nn.softmax`` on the logits of
+    :func:`example_logits` and counts the traced graphs' operations."""
     output_weights = tf.constant(
         np.random.default_rng(seed + 1).normal(size=(batch, classes)), tf.float32
     )
@@ -178,14 +185,8 @@ def run(batch: int = 8, classes: int = 10, seed: int = 0) -> SoftmaxFigures:
                 name=name,
                 max_value_error=float(tf.reduce_max(tf.abs(values - reference_values))),
                 max_gradient_error=float(tf.reduce_max(tf.abs(gradient - reference_gradient))),
-                finite=bool(
-                    tf.reduce_all(tf.math.is_finite(values))
-                    and tf.reduce_all(tf.math.is_finite(gradient))
-                ),
-                naive_finite=bool(
-                    tf.reduce_all(tf.math.is_finite(naive_values))
-                    and tf.reduce_all(tf.math.is_finite(naive_gradient))
-                ),
+                finite=_all_finite(values, gradient),
+                naive_finite=_all_finite(naive_values, naive_gradient),
             )
         )
     shape = (batch, classes)
@@ -204,69 +205,4 @@ def run(batch: int = 8, classes: int = 10, seed: int = 0) -> SoftmaxFigures:
 
 # Small settings for --quick (tests and CI); the defaults of run() are the full example.
 QUICK_SETTINGS: dict[str, Any] = {"batch": 4, "classes": 5}
-
-
-def failures(figures: SoftmaxFigures) -> list[str]:
-    """Lists the success criteria the figures miss (empty when all hold).
-
-    Args:
-      figures: The result of :func:`run`.
-
-    Returns:
-      One message per missed criterion.
-    """
-    missed = []
-    for case in figures.cases:
-        if not case.finite:
-            missed.append(f"{case.name}: stable softmax is not finite")
-        if case.max_value_error > TOLERANCE or case.max_gradient_error > TOLERANCE:
-            missed.append(f"{case.name}: differs from tf.nn.softmax by more than {TOLERANCE}")
-    large = next(case for case in figures.cases if case.name == "large")
-    if large.naive_finite:
-        missed.append("large: the naive softmax was expected to overflow but did not")
-    if figures.gradient_ops_with_stop >= figures.gradient_ops_without_stop:
-        missed.append("the backward graph with stop_gradient is not smaller")
-    return missed
-
-
-def save_plot(figures: SoftmaxFigures, path: str) -> None:
-    """Saves a bar chart of the backward-pass op counts with and without stop_gradient."""
-    plt = _cli.pyplot()
-    backward = [
-        figures.gradient_ops_with_stop - figures.forward_ops_with_stop,
-        figures.gradient_ops_without_stop - figures.forward_ops_without_stop,
-    ]
-    fig, ax = plt.subplots(figsize=(4, 3))
-    ax.bar(["stop_gradient(max)", "plain max"], backward, color=["tab:green", "tab:gray"])
-    ax.set_ylabel("ops added by the gradient")
-    ax.set_title("Stable softmax: backward graph size")
-    _cli.save_figure(fig, path)
-
-
-def print_figures(figures: SoftmaxFigures) -> None:
-    """Prints the figures of :func:`run`."""
-    for case in figures.cases:
-        print(
-            f"{case.name:>9}: max |p - tf.nn.softmax| = {case.max_value_error:.2e}, "
-            f"max |grad - reference| = {case.max_gradient_error:.2e}, finite: {case.finite}, "
-            f"naive softmax finite: {case.naive_finite}"
-        )
-    print(
-        f"graph ops, forward only:  {figures.forward_ops_with_stop} with stop_gradient, "
-        f"{figures.forward_ops_without_stop} without"
-    )
-    print(
-        f"graph ops, with gradient: {figures.gradient_ops_with_stop} with stop_gradient, "
-        f"{figures.gradient_ops_without_stop} without (the backward pass adds "
-        f"{figures.gradient_ops_with_stop - figures.forward_ops_with_stop} vs. "
-        f"{figures.gradient_ops_without_stop - figures.forward_ops_without_stop})"
-    )
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Runs the example from the command line; returns 0 if every criterion holds, else 1."""
-    return _cli.main(sys.modules[__name__], "save a bar chart of op counts", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+PLOT_HELP = "save a bar chart of op counts"

@@ -1,10 +1,10 @@
-"""What must happen before TensorFlow is imported when this package runs as a command.
+"""Hiding TensorFlow's C++ log lines when this package runs as a command.
 
 TensorFlow's C++ logging reads ``TF_CPP_MIN_LOG_LEVEL`` once, at its first log line, and it
 logs while it is being imported. ``python -m tf_stopgrad`` and the ``tf_stopgrad`` script
 import this package, and with it TensorFlow, before ``__main__`` runs, so the command's
-quiet default has to be chosen here. Library users who ``import tf_stopgrad`` keep whatever
-logging they have.
+quiet default is chosen from the package's ``__init__``. Library users who
+``import tf_stopgrad`` keep whatever logging they have.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ import typing
 from pathlib import Path
 
 SHOW_TF_LOGS_FLAG = "--tf-logs"
-
-
 COMMAND_MODULES = ("tf_stopgrad", "tf_stopgrad.__main__")
 # The interpreter's options that take the next word as their argument when given alone.
 _OPTIONS_WITH_ARGUMENT = {"-W", "-X", "--check-hash-based-pycs"}

@@ -1,18 +1,15 @@
 """How fast the plugin reaches a program: the import, and installing the prebuilt wheel.
 
-    python -m tf_stopgrad.benchmarks.install [--wheel dist/tf_stopgrad-*.whl] [--rounds N]
-
 * ``import tf_stopgrad`` on top of ``import tensorflow``, in fresh processes: the median of
-  ``rounds`` processes (target: no slower than the 53 ms measured before the one wheel).
-* With ``--wheel``: ``pip install --no-deps`` of that wheel into a fresh venv that sees this
-  environment's TensorFlow (target: 10 s), with the compilers of PATH hidden.
+  a few processes (target: no slower than the 53 ms measured before the one wheel).
+* With ``--wheel WHEEL``: ``pip install --no-deps`` of that wheel into a fresh venv that sees
+  this environment's TensorFlow (target: 10 s), with the compilers of PATH hidden.
 
 The wheel's build time and the source install are measured by ``.ci/run`` (its summary).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -21,6 +18,8 @@ import sysconfig
 import tempfile
 import time
 from pathlib import Path
+
+from tf_stopgrad.benchmarks.report import Row
 
 IMPORT_TARGET_MS = 53.0
 WHEEL_INSTALL_TARGET_S = 10.0
@@ -31,13 +30,14 @@ _IMPORT_TIMING = (
 )
 
 
-def import_overhead_ms(rounds: int) -> float:
+def import_overhead_ms(processes: int) -> float:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     command = [sys.executable, "-c", _IMPORT_TIMING]
     samples = [
-        subprocess.run(command, env=env, cwd=tempfile.gettempdir(), capture_output=True,
-                       text=True, check=True).stdout.split()[-1]  # fmt: skip
-        for _ in range(rounds)
+        subprocess.run(
+            command, env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, check=True
+        ).stdout.split()[-1]  # fmt: skip
+        for _ in range(processes)
     ]
     return statistics.median(float(sample) for sample in samples)
 
@@ -63,23 +63,11 @@ def wheel_install_s(wheel: Path) -> float:
         return time.perf_counter() - start
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--wheel", type=Path, help="also time installing this wheel")
-    parser.add_argument("--rounds", type=int, default=15, help="import timing processes")
-    args = parser.parse_args(argv)
-    print("| case | measured | target | met? |\n|---|---:|---:|:---:|")
-    overhead = import_overhead_ms(args.rounds)
-    met = "yes" if overhead <= IMPORT_TARGET_MS else "**no**"
-    print(f"| `import tf_stopgrad` after `import tensorflow` (median of {args.rounds}) | "
-          f"{overhead:.0f} ms | ≤ {IMPORT_TARGET_MS:.0f} ms | {met} |")  # fmt: skip
-    if args.wheel:
-        seconds = wheel_install_s(args.wheel)
-        met = "yes" if seconds <= WHEEL_INSTALL_TARGET_S else "**no**"
-        print(f"| `pip install` of the wheel, TensorFlow present, no compiler | {seconds:.1f} s | "
-              f"≤ {WHEEL_INSTALL_TARGET_S:.0f} s | {met} |")  # fmt: skip
-    return 0
+def import_row(processes: int) -> Row:
+    case = f"`import tf_stopgrad` after `import tensorflow` (median of {processes} processes)"
+    return Row(case, import_overhead_ms(processes), "ms", IMPORT_TARGET_MS)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def wheel_install_row(wheel: Path) -> Row:
+    case = f"`pip install` of the wheel {wheel.name}, TensorFlow present, no compiler"
+    return Row(case, wheel_install_s(wheel), "s", WHEEL_INSTALL_TARGET_S)

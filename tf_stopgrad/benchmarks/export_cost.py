@@ -3,31 +3,28 @@
 A module of many ``tf.function``s, each a long chain of ops with a stop-gradient every few
 links, is traced once, saved, and the SavedModel exported to the built-in ops. Both are
 timed the same way (best of a few runs, each into a fresh directory). Target: the rewrite
-costs at most a quarter of the save. ``--variables-mb N`` adds a float32 variable of N MB,
-so that copying the variables weighs as it does in a large model.
-
-Run it as ``python -m tf_stopgrad.benchmarks.export_bench [--quick] [--variables-mb N]``.
+(parse, rewrite, copy, fingerprint, write) costs at most a quarter of the save.
+``--variables-mb N`` adds a float32 variable of N MB, so that copying the variables weighs
+as it does in a large model.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
 import tf_stopgrad
 from tf_stopgrad import export
+from tf_stopgrad.benchmarks.report import Row, ratio
 
 TARGET_RATIO = 0.25
-FULL = {"functions": 120, "links": 300, "repeats": 3}
-QUICK = {"functions": 3, "links": 10, "repeats": 1}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,10 +33,6 @@ class ExportCost:
     plugin_nodes: int
     save_s: float
     export_s: float
-
-    @property
-    def ratio(self) -> float:
-        return self.export_s / self.save_s
 
 
 def chain(links: int) -> tf.types.experimental.GenericFunction:
@@ -64,7 +57,9 @@ def build_module(functions: int, links: int, variables_mb: int = 0) -> tf.Module
     return module
 
 
-def best_seconds(action, repeats: int, scratch: Path, label: str) -> float:
+def best_seconds(
+    action: Callable[[Path], object], repeats: int, scratch: Path, label: str
+) -> float:
     best = float("inf")
     for run in range(repeats):
         destination = scratch / f"{label}{run}"
@@ -94,27 +89,15 @@ def measure(functions: int, links: int, repeats: int, variables_mb: int = 0) -> 
     return ExportCost(nodes, export.count_plugin_nodes(graph_def), save_s, export_s)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny model, one run: a smoke test")
-    parser.add_argument(
-        "--variables-mb", type=int, default=0, help="add a float32 variable of this many MB"
+def row(functions: int, links: int, repeats: int, variables_mb: int) -> Row:
+    cost = measure(functions, links, repeats, variables_mb)
+    return Row(
+        case=f"Export: to_builtin_saved_model / tf.saved_model.save of a SavedModel of "
+        f"{cost.nodes} nodes ({cost.plugin_nodes} tf_stopgrad) in {functions} functions, "
+        f"{variables_mb} MB of variables, best of {repeats}",
+        ours=cost.export_s,
+        reference=cost.save_s,
+        unit="s",
+        ratio=ratio(cost.export_s, cost.save_s),
+        target=TARGET_RATIO,
     )
-    args = parser.parse_args(argv)
-    settings = QUICK if args.quick else FULL
-    cost = measure(**settings, variables_mb=args.variables_mb)
-    met = "yes" if cost.ratio <= TARGET_RATIO else "no"
-    print(
-        f"SavedModel of {cost.nodes} nodes ({cost.plugin_nodes} tf_stopgrad) in "
-        f"{settings['functions']} functions and {args.variables_mb} MB of variables, "
-        f"TensorFlow {tf.__version__}"
-    )
-    print("| step | seconds |\n|---|---:|")
-    print(f"| `tf.saved_model.save` | {cost.save_s:.2f} |")
-    print(f"| `to_builtin_saved_model` | {cost.export_s:.2f} |")
-    print(f"rewrite / save = {cost.ratio:.3f} (target <= {TARGET_RATIO}, met: {met})")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
