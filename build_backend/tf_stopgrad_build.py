@@ -1,24 +1,12 @@
 """PEP 517 backend: scikit-build-core, told which TensorFlow releases to build against.
 
-A custom op is compiled against one TensorFlow release's headers and libraries, and loads
-only into that release line. Two kinds of build:
-
-* ``pip install .``: one op library, for the TensorFlow of the environment being installed
-  into. pip builds in an isolated environment that hides that environment's packages, so
-  the backend asks the installing interpreter itself, started with ``-E`` to ignore pip's
-  isolation ``PYTHONPATH`` (``TF_STOPGRAD_PYTHON=/path/to/python`` names another). Without
-  TensorFlow there, it builds against the newest supported release taken from its wheel, as
-  below (installing TensorFlow into the build environment took a minute more), and pip then
-  installs that release as a dependency. A front end without pip (uv) installs that release
-  into the build environment instead.
-* ``pip wheel . -C tensorflow=2.15-2.21``: one op library per minor release, each compiled
-  against that release's wheel (tensorflow_wheels.py), in one ``py3-none`` wheel tagged with
-  the manylinux platform that ``auditwheel`` measures. ``-C arch=aarch64`` cross-compiles it
-  for another architecture, with ``$CXX`` or ``aarch64-linux-gnu-g++``, against that
-  architecture's TensorFlow wheels.
-
-Both check first, before anything is downloaded, that a C++17 compiler works and that the
-TensorFlow found is one tf_stopgrad supports (supported_tensorflow.py).
+``pip install .`` builds one op library, for the TensorFlow of the environment being installed
+into (the installing interpreter says which, as pip's isolation hides it); without one there,
+for the newest supported release, unpacked from its wheel. ``pip wheel . -C
+tensorflow=2.15-2.21 [-C arch=aarch64]`` builds one per minor, each against that release's
+wheel, into one ``py3-none`` wheel tagged with the manylinux platform ``auditwheel`` measures.
+Both first check that a C++17 compiler works and that the TensorFlow found is supported.
+BUILD_NOTES.md says why each step is as it is.
 """
 
 from __future__ import annotations
