@@ -51,16 +51,12 @@ def remove_unless_locked(path: Path) -> bool:
     return True
 
 
-def staging_prefix(destination: Path, purpose: str) -> str:
-    """The name every staging directory for ``destination`` starts with, hidden beside it."""
-    return f".{destination.name}.tf_stopgrad-{purpose}-"
-
-
 def new_staging_directory(destination: Path, purpose: str) -> tuple[Path, int | None]:
-    """A new staging directory beside ``destination``, locked, and the descriptor holding its
-    lock (None where the file system has no ``flock``: then no writer ever removes it). Killed
-    writers' staging directories for ``destination`` are removed first."""
-    prefix = staging_prefix(destination, purpose)
+    """A new staging directory beside ``destination``, ``.<name>.tf_stopgrad-<purpose>-XXXXXXXX``,
+    locked, and the descriptor holding its lock (None where the file system has no ``flock``:
+    then no writer ever removes it). Killed writers' staging directories for ``destination``
+    are removed first."""
+    prefix = f".{destination.name}.tf_stopgrad-{purpose}-"
     staging_name = re.compile(re.escape(prefix) + r"[a-z0-9_]{8}")
     with os.scandir(destination.parent) as entries:
         leftovers = [
