@@ -307,7 +307,8 @@ def _requested_flags(skbuild_settings: dict[str, Any]) -> dict[str, Any]:
 def _delete_old_build_dirs() -> None:
     """Deletes all but the ``KEPT_BUILD_DIRS`` most recently used build directories (each build
     touches its own), skipping any that another build holds."""
-    build_dirs = sorted(BUILD_ROOT.glob("tf*-*"), key=lambda path: -path.stat().st_mtime)
+    build_dirs = [path for path in BUILD_ROOT.glob("tf*-*") if path.is_dir()]
+    build_dirs.sort(key=lambda path: -path.stat().st_mtime)
     for build_dir in build_dirs[KEPT_BUILD_DIRS:]:
         staging.remove_unless_locked(build_dir)
 
