@@ -27,7 +27,6 @@ from tf_stopgrad.benchmarks import (
     tape_memory,
     timing,
 )
-from tf_stopgrad.benchmarks.report import Row
 
 FULL_ROUNDS = 120
 QUICK_ROUNDS = 2
@@ -39,7 +38,7 @@ def run(
     rounds: int | None = None,
     wheel: Path | None = None,
     variables_mb: int = 0,
-) -> list[Row]:
+) -> list[report.Row]:
     """Measure every case and return one row per case, timed cases first.
 
     ``quick`` takes small tensors and models, few calls and two rounds (unless ``rounds`` is
@@ -49,7 +48,7 @@ def run(
     if rounds is None:
         rounds = QUICK_ROUNDS if quick else FULL_ROUNDS
     timed = [case(quick) for case in cases.CASES]
-    other_rows: list[Callable[[], Row]] = [
+    other_rows: list[Callable[[], report.Row]] = [
         lambda: tape_memory.row(quick),
         lambda: export_cost.row(quick, variables_mb),
         lambda: import_and_install.import_row(quick),

@@ -23,8 +23,6 @@ import tf_stopgrad
 from tf_stopgrad import export
 from tf_stopgrad.benchmarks.report import Row, ratio
 
-TARGET_RATIO = 0.25
-
 
 class ExportCost(NamedTuple):
     nodes: int
@@ -94,5 +92,5 @@ def row(quick: bool, variables_mb: int) -> Row:
         reference=cost.save_s,
         unit="s",
         ratio=ratio(cost.export_s, cost.save_s),
-        target=TARGET_RATIO,
+        target=0.25,
     )

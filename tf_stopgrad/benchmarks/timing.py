@@ -65,6 +65,7 @@ def time_interleaved(cases: list[TimedCase], rounds: int, sampled: Callable[[], 
 
 
 def _rows(case: TimedCase, samples: Mapping[str, list[float]]) -> list[Row]:
+    """The case's table rows, from its samples (µs per call) by variant."""
     best = {variant: min(values) for variant, values in samples.items()}
     median = {variant: statistics.median(values) for variant, values in samples.items()}
     rows = []
