@@ -80,7 +80,7 @@ def test_progress_counts_up_to_the_total(quick_run):
 def test_a_missed_absolute_target_is_reported_with_what_was_measured():
     row = Row(case="import", ours=60.0, unit="ms", target=53.0)
     assert row.met is False
-    assert "| import | 60.00 ms | — | — | ≤ 53 ms | **no** |" in report.markdown_table([row])
+    assert "| import | 60.00 ms | — | — | ≤ 53 ms | **no** |" in report.results([row])
 
 
 def test_command_line_prints_the_table_and_writes_the_chart_and_the_page(tmp_path, capsys):

@@ -27,7 +27,6 @@ from tf_stopgrad.benchmarks import (
     tape_memory,
     timing,
 )
-from tf_stopgrad.benchmarks.report import Row
 
 FULL_ROUNDS = 120
 QUICK_ROUNDS = 2
@@ -39,63 +38,37 @@ def run(
     rounds: int | None = None,
     wheel: Path | None = None,
     variables_mb: int = 0,
-) -> list[Row]:
+) -> list[report.Row]:
     """Measure every case and return one row per case, timed cases first.
 
     ``quick`` takes small tensors and models, few calls and two rounds (unless ``rounds`` is
     given): it checks that everything runs. ``progress(done, total)`` is called after every
     timing sample and every other row. ``wheel`` adds the row of installing it.
     """
-    sizes = cases.QUICK if quick else cases.FULL
     if rounds is None:
         rounds = QUICK_ROUNDS if quick else FULL_ROUNDS
-    built = [case(sizes) for case in cases.CASES]
-    other_rows: list[Callable[[], Row]] = [
-        lambda: tape_memory.row(sizes.tape_intermediate_bytes),
-        lambda: export_cost.row(
-            sizes.export_functions, sizes.export_links, sizes.export_repeats, variables_mb
-        ),
-        lambda: import_and_install.import_row(sizes.import_processes),
+    timed = [case(quick) for case in cases.CASES]
+    other_rows: list[Callable[[], report.Row]] = [
+        lambda: tape_memory.row(quick),
+        lambda: export_cost.row(quick, variables_mb),
+        lambda: import_and_install.import_row(quick),
     ]
     if wheel is not None:
         other_rows.append(lambda: import_and_install.wheel_install_row(wheel))
-    samples = rounds * sum(len(group.variants) for group, _ in built)
+    total = rounds * sum(len(case.variants) for case in timed) + len(other_rows)
+    done = 0
 
-    def report_progress(done: int, *_: int) -> None:  # time_interleaved adds its own total
+    def count() -> None:
+        nonlocal done
+        done += 1
         if progress is not None:
-            progress(done, samples + len(other_rows))
+            progress(done, total)
 
-    timings = timing.time_interleaved([group for group, _ in built], rounds, report_progress)
-    rows = [
-        _timed_row(comparison, timings[group.name])
-        for group, comparisons in built
-        for comparison in comparisons
-    ]
-    for done, measure in enumerate(other_rows, start=samples + 1):
+    rows = timing.time_interleaved(timed, rounds, count)
+    for measure in other_rows:
         rows.append(measure())
-        report_progress(done)
+        count()
     return rows
-
-
-def _timed_row(comparison: cases.Comparison, group: dict[str, timing.Timing]) -> Row:
-    ours, reference = group[comparison.ours], group[comparison.reference]
-    if comparison.per_round:
-        ours_us, reference_us = ours.median_us, reference.median_us
-        ratio = timing.median_round_ratio(ours, reference)
-    else:
-        ours_us, reference_us = ours.best_us, reference.best_us
-        ratio = report.ratio(ours_us, reference_us)
-    return Row(
-        case=comparison.case,
-        ours=ours_us,
-        reference=reference_us,
-        unit="µs",
-        ratio=ratio,
-        target=comparison.target,
-        ours_spread=ours.spread,
-        reference_spread=reference.spread,
-        note=comparison.note(group),
-    )
 
 
 def _markdown(documented: object) -> str:
@@ -153,11 +126,7 @@ def main(argv: list[str]) -> int:
     machine = report.machine_description()
     rows = run(args.quick, Progress("bench: sample"), args.rounds, args.wheel, args.variables_mb)
     machine.append(f"Load average at end (1, 5, 15 min): {report.load_average()}")
-    print("\n".join(machine))
-    print()
-    print(report.markdown_table(rows))
-    print()
-    print(report.notes(rows))
+    print(*machine, "", report.results(rows), sep="\n")
     if args.plot:
         report.plot(rows, args.plot)
         print(f"\nChart saved to {args.plot}")

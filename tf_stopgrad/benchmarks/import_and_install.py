@@ -21,8 +21,6 @@ from pathlib import Path
 
 from tf_stopgrad.benchmarks.report import Row
 
-IMPORT_TARGET_MS = 53.0
-WHEEL_INSTALL_TARGET_S = 10.0
 _PURELIB = "import sysconfig; print(sysconfig.get_path('purelib'))"
 _IMPORT_TIMING = (
     "import time, tensorflow; start = time.perf_counter(); import tf_stopgrad; "
@@ -63,11 +61,12 @@ def wheel_install_s(wheel: Path) -> float:
         return time.perf_counter() - start
 
 
-def import_row(processes: int) -> Row:
+def import_row(quick: bool) -> Row:
+    processes = 2 if quick else 15
     case = f"`import tf_stopgrad` after `import tensorflow` (median of {processes} processes)"
-    return Row(case, import_overhead_ms(processes), "ms", IMPORT_TARGET_MS)
+    return Row(case, import_overhead_ms(processes), "ms", target=53.0)
 
 
 def wheel_install_row(wheel: Path) -> Row:
     case = f"`pip install` of the wheel {wheel.name}, TensorFlow present, no compiler"
-    return Row(case, wheel_install_s(wheel), "s", WHEEL_INSTALL_TARGET_S)
+    return Row(case, wheel_install_s(wheel), "s", target=10.0)

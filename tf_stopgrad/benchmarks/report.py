@@ -28,9 +28,7 @@ class Row:
       target: The ratio, or without a reference the measurement, to stay at or under; None
         for rows reported for information.
       ratio: ``ours / reference`` (two zeros count as 1.0: equal); None without a reference.
-      ours_spread, reference_spread: Median over best sample, minus one (0.05 is 5 %), for
-        each side of a timed row; None for other rows.
-      note: A remark printed under the table.
+      note: A remark printed under the table (for a timed row, first the noise seen).
     """
 
     case: str
@@ -39,8 +37,6 @@ class Row:
     target: float | None
     reference: float | None = None
     ratio: float | None = None
-    ours_spread: float | None = None
-    reference_spread: float | None = None
     note: str = ""
 
     @property
@@ -96,8 +92,9 @@ def _number(value: float | None, unit: str) -> str:
     return f"{value:.2f} {unit}" if value < 100 else f"{value:.0f} {unit}"
 
 
-def markdown_table(rows: list[Row]) -> str:
-    """The results as a Markdown table: case | ours | reference | ratio | target | met?."""
+def results(rows: list[Row]) -> str:
+    """The Markdown table (case | ours | reference | ratio | target | met?), then the notes:
+    per-case remarks and the noise seen (how far the median sample was above the best)."""
     lines = [
         "| case | ours | reference | ratio ours/ref | target | met? |",
         "|---|---:|---:|---:|---:|:---:|",
@@ -113,24 +110,14 @@ def markdown_table(rows: list[Row]) -> str:
             f"| {row.case} | {_number(row.ours, row.unit)} | {_number(row.reference, row.unit)} "
             f"| {ratio} | {target} | {met} |"
         )
-    return "\n".join(lines)
-
-
-def notes(rows: list[Row]) -> str:
-    """Per-case remarks and the noise seen: how far the median sample was above the best."""
-    lines = ["Notes (noise = median sample above best sample, ours / reference):"]
-    for row in rows:
-        remarks = [row.note] if row.note else []
-        if row.ours_spread is not None and row.reference_spread is not None:
-            remarks.insert(0, f"noise {row.ours_spread:+.0%} / {row.reference_spread:+.0%}.")
-        if remarks:
-            lines.append(f"- {row.case}: {' '.join(remarks)}")
+    lines += ["", "Notes (noise = median sample above best sample, ours / reference):"]
+    lines += [f"- {row.case}: {row.note}" for row in rows if row.note]
     return "\n".join(lines)
 
 
 def page(command: str, machine: list[str], rows: list[Row], method: str) -> str:
-    """The Markdown page of a run: the command that wrote it, the machine, the table, the
-    notes and the method."""
+    """The Markdown page of a run: the command that wrote it, the machine, the results and the
+    method."""
     machine_list = "\n".join(f"- {line}" for line in machine)
     return f"""# Benchmarks
 
@@ -140,9 +127,7 @@ Written by `{command}`; run it again to update this page.
 
 ## Results
 
-{markdown_table(rows)}
-
-{notes(rows)}
+{results(rows)}
 
 ## Method
 

@@ -16,7 +16,6 @@ then records it like any other op.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import weakref
 from typing import Callable
@@ -29,22 +28,6 @@ from tf_stopgrad.benchmarks.report import Row, ratio
 
 _CPU = "CPU:0"
 _MIB = float(1 << 20)
-
-
-@dataclasses.dataclass(frozen=True)
-class TapeFootprint:
-    """What one forward pass left in memory.
-
-    Attributes:
-      held_bytes: Bytes of the intermediate still alive, with the tape alive, after the caller
-        dropped its references. A tape only accumulates during the forward pass, so this is
-        also the most it ever holds.
-      forward_peak_bytes: The allocator's peak during the forward pass, above where it
-        started; None when the allocator keeps no counters.
-    """
-
-    held_bytes: int
-    forward_peak_bytes: int | None
 
 
 def allocator_counts_bytes() -> bool:
@@ -65,8 +48,14 @@ def allocator_counts_bytes() -> bool:
 
 def measure(
     stop_gradient: Callable[[tf.Tensor], tf.Tensor], intermediate_bytes: int, use_allocator: bool
-) -> TapeFootprint:
-    """Run the forward pass described in the module docstring through ``stop_gradient``."""
+) -> tuple[int, int | None]:
+    """Run the forward pass described in the module docstring through ``stop_gradient``.
+
+    Returns the bytes of the intermediate still alive, with the tape alive, after the caller
+    dropped its references (a tape only accumulates during the forward pass, so this is also
+    the most it ever holds), and the allocator's peak during the forward pass above where it
+    started (None when the allocator keeps no counters).
+    """
     watched = tf.constant(2.0)
     gc.collect()
     if use_allocator:
@@ -80,14 +69,11 @@ def measure(
     references = (weakref.ref(large), weakref.ref(stopped))
     del large, stopped, loss
     gc.collect()
-    if use_allocator:
-        memory = tf.config.experimental.get_memory_info(_CPU)
-        footprint = TapeFootprint(memory["current"] - start, memory["peak"] - start)
-    else:
+    if not use_allocator:
         alive = any(reference() is not None for reference in references)
-        footprint = TapeFootprint(intermediate_bytes if alive else 0, None)
-    del tape
-    return footprint
+        return intermediate_bytes if alive else 0, None
+    memory = tf.config.experimental.get_memory_info(_CPU)
+    return memory["current"] - start, memory["peak"] - start
 
 
 def _record_unpaused(tensor: tf.Tensor) -> tf.Tensor:
@@ -95,29 +81,30 @@ def _record_unpaused(tensor: tf.Tensor) -> tf.Tensor:
     return _compat.fast_path_execute(_compat.context(), tf_stopgrad.STOP_GRADIENT_OP, None, tensor)
 
 
-def row(intermediate_bytes: int) -> Row:
+def row(quick: bool) -> Row:
     """Ours against the built-in, with an unpaused recording as control."""
+    intermediate_bytes = (1 if quick else 64) << 20
     use_allocator = allocator_counts_bytes()
-    ours = measure(tf_stopgrad.stop_gradient, intermediate_bytes, use_allocator)
-    builtin = measure(tf.stop_gradient, intermediate_bytes, use_allocator)
-    control = measure(_record_unpaused, intermediate_bytes, use_allocator)
+    ours, ours_peak = measure(tf_stopgrad.stop_gradient, intermediate_bytes, use_allocator)
+    builtin, builtin_peak = measure(tf.stop_gradient, intermediate_bytes, use_allocator)
+    control, _ = measure(_record_unpaused, intermediate_bytes, use_allocator)
     method = "weak references to the intermediate's tensors (allocator keeps no counters)"
     if use_allocator:
         method = "CPU allocator counters (tf.config.experimental.get_memory_info('CPU:0'))"
     peaks = ""
-    if ours.forward_peak_bytes is not None and builtin.forward_peak_bytes is not None:
+    if ours_peak is not None and builtin_peak is not None:
         peaks = (
-            f" Forward-pass peak: ours {ours.forward_peak_bytes / _MIB:.1f} MiB, built-in "
-            f"{builtin.forward_peak_bytes / _MIB:.1f} MiB."
+            f" Forward-pass peak: ours {ours_peak / _MIB:.1f} MiB, built-in "
+            f"{builtin_peak / _MIB:.1f} MiB."
         )
     return Row(
         case=f"Tape memory: held by a persistent tape after a {intermediate_bytes / _MIB:g} MiB "
         f"intermediate passes through",
-        ours=ours.held_bytes / _MIB,
-        reference=builtin.held_bytes / _MIB,
+        ours=ours / _MIB,
+        reference=builtin / _MIB,
         unit="MiB",
-        ratio=ratio(ours.held_bytes, builtin.held_bytes),
+        ratio=ratio(ours, builtin),
         target=1.0,
         note=f"Measured with {method}. Control: the plugin op "
-        f"recorded by the tape (no pause) holds {control.held_bytes / _MIB:.1f} MiB.{peaks}",
+        f"recorded by the tape (no pause) holds {control / _MIB:.1f} MiB.{peaks}",
     )

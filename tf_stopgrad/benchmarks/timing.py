@@ -14,89 +14,84 @@ import timeit
 from collections.abc import Mapping
 from typing import Callable
 
-
-@dataclasses.dataclass(frozen=True)
-class Timing:
-    """The per-call times of one callable, in microseconds, one sample per round."""
-
-    samples_us: tuple[float, ...]
-
-    @property
-    def best_us(self) -> float:
-        return min(self.samples_us)
-
-    @property
-    def median_us(self) -> float:
-        return statistics.median(self.samples_us)
-
-    @property
-    def spread(self) -> float:
-        """How far the median sample sits above the best one, as a fraction (0.05 is 5 %)."""
-        return self.median_us / self.best_us - 1.0
-
-
-def median_round_ratio(ours: Timing, reference: Timing) -> float:
-    """The median over rounds of ``ours / reference``, each pair sampled in the same round.
-
-    Pairing the samples of a round cancels load that lasts longer than a round, which the ratio
-    of two best samples, taken in different rounds, does not.
-    """
-    return statistics.median(o / r for o, r in zip(ours.samples_us, reference.samples_us))
+from tf_stopgrad.benchmarks.report import Row, ratio
 
 
 @dataclasses.dataclass(frozen=True)
-class TimedGroup:
-    """Callables compared with each other, timed back to back in every round.
+class TimedCase:
+    """Callables timed back to back in every round, and the table rows that compare them.
 
     Attributes:
-      name: Identifies the group in the timings returned by :func:`time_interleaved`.
       variants: The callables, by name. Each is called ``calls`` times per sample.
       calls: Calls per sample: a few milliseconds' worth, well above the timer's resolution
         and short enough that some samples fit between other processes' time slices.
+      rows: ``(case, ours, reference, target)`` per table row: variant ``ours`` against
+        variant ``reference``, and the target for their ratio (None: for information).
+      note: Turns the best sample of each variant into a remark on the first row.
+      per_round: The rows show the median samples and the median of the per-round ratios,
+        instead of the best samples and their ratio.
       context: Entered around each round's samples, e.g. to keep a tape active.
     """
 
-    name: str
     variants: Mapping[str, Callable[[], object]]
     calls: int
+    rows: list[tuple[str, str, str, float | None]]
+    note: Callable[[Mapping[str, float]], str] | None = None
+    per_round: bool = False
     context: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext
 
 
-def time_interleaved(
-    groups: list[TimedGroup],
-    rounds: int,
-    progress: Callable[[int, int], None] | None = None,
-) -> dict[str, dict[str, Timing]]:
-    """Time every variant of every group once per round, after one untimed warm-up call each.
-
-    ``progress``, if given, is called as ``progress(samples_done, samples_total)`` after every
-    sample.
-
-    Returns:
-      ``{group name: {variant name: Timing}}``.
-    """
-    samples: dict[str, dict[str, list[float]]] = {
-        group.name: {variant: [] for variant in group.variants} for group in groups
-    }
-    total = rounds * sum(len(group.variants) for group in groups)
-    done = 0
-    for group in groups:  # Trace, compile and fill caches before anything is timed.
-        with group.context():
-            for function in group.variants.values():
+def time_interleaved(cases: list[TimedCase], rounds: int, sampled: Callable[[], None]) -> list[Row]:
+    """Time every variant of every case once per round, after one untimed warm-up call each,
+    and return the cases' rows in order. ``sampled()`` is called after every sample."""
+    samples: list[dict[str, list[float]]] = [
+        {variant: [] for variant in case.variants} for case in cases
+    ]
+    for case in cases:  # Trace, compile and fill caches before anything is timed.
+        with case.context():
+            for function in case.variants.values():
                 function()
     for round_index in range(rounds):
-        for group in groups:
-            order = list(group.variants.items())
+        for case, case_samples in zip(cases, samples):
+            order = list(case.variants.items())
             if round_index % 2:
                 order.reverse()
-            with group.context():
+            with case.context():
                 for variant, function in order:
-                    seconds = timeit.Timer(function).timeit(number=group.calls)
-                    samples[group.name][variant].append(seconds / group.calls * 1e6)
-                    done += 1
-                    if progress is not None:
-                        progress(done, total)
-    return {
-        group: {variant: Timing(tuple(values)) for variant, values in variants.items()}
-        for group, variants in samples.items()
-    }
+                    seconds = timeit.Timer(function).timeit(number=case.calls)
+                    case_samples[variant].append(seconds / case.calls * 1e6)
+                    sampled()
+    return [row for case, by_variant in zip(cases, samples) for row in _rows(case, by_variant)]
+
+
+def _rows(case: TimedCase, samples: Mapping[str, list[float]]) -> list[Row]:
+    """The case's table rows, from its samples (µs per call) by variant."""
+    best = {variant: min(values) for variant, values in samples.items()}
+    median = {variant: statistics.median(values) for variant, values in samples.items()}
+    rows = []
+    for index, (name, ours, reference, target) in enumerate(case.rows):
+        if case.per_round:
+            # Pairing the samples of a round cancels load that lasts longer than a round,
+            # which the ratio of two best samples, taken in different rounds, does not.
+            shown = median
+            per_round = (o / r for o, r in zip(samples[ours], samples[reference]))
+            ours_ratio = statistics.median(per_round)
+        else:
+            shown = best
+            ours_ratio = ratio(best[ours], best[reference])
+        noise = [median[variant] / best[variant] - 1.0 for variant in (ours, reference)]
+        note = f"noise {noise[0]:+.0%} / {noise[1]:+.0%}."
+        if case.note is not None and index == 0:
+            note += " " + case.note(best)
+        rows.append(
+            Row(
+                case=name,
+                ours=shown[ours],
+                reference=shown[reference],
+                unit="µs",
+                ratio=ours_ratio,
+                target=target,
+                note=note,
+            )
+        )
+    return rows
