@@ -56,7 +56,7 @@ def build_info() -> dict[str, Any]:
         "tf_versions": [entry["tf_version"] for entry in _libraries_by_minor().values()],
         "stop_gradient_op": STOP_GRADIENT_OP,
         "prevent_gradient_op": PREVENT_GRADIENT_OP,
-        "builtin_op_types": BUILTIN_OP_TYPES,
+        "builtin_op_types": dict(BUILTIN_OP_TYPES),
     }
 
 
