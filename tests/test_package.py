@@ -279,7 +279,7 @@ def test_main_job_reports_and_passes_its_self_check():
 
 
 def test_demo_all_gives_each_example_its_own_plot_file():
-    from tf_stopgrad.__main__ import _with_plot_suffix
+    from tf_stopgrad.examples import _with_plot_suffix
 
     argv = ["--quick", "--plot", "/tmp/out/curves.png"]
     assert _with_plot_suffix(argv, "em") == ["--quick", "--plot", "/tmp/out/curves-em.png"]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
@@ -125,46 +124,6 @@ def _run_check(check: Callable[[], bool]) -> bool:
     return passed
 
 
-def _with_plot_suffix(argv: list[str], suffix: str) -> list[str]:
-    """`--plot out.png` -> `--plot out-<suffix>.png`, so `demo all` keeps every plot."""
-    renamed = list(argv)
-    for i, arg in enumerate(renamed[:-1]):
-        if arg == "--plot":
-            path = Path(renamed[i + 1])
-            renamed[i + 1] = str(path.with_name(f"{path.stem}-{suffix}{path.suffix}"))
-    return renamed
-
-
-# What the `examples` extra installs, by the name it is imported as.
-EXAMPLES_EXTRA = {"sklearn": "scikit-learn", "matplotlib": "matplotlib"}
-
-
-def _run_demo(name: str, argv: list[str]) -> int:
-    try:
-        return examples.demo(name, argv)
-    except ModuleNotFoundError as error:
-        missing = (error.name or "").partition(".")[0]
-        if missing not in EXAMPLES_EXTRA:
-            raise
-        print(
-            f"python -m tf_stopgrad demo {name}: needs {EXAMPLES_EXTRA[missing]}, which is not "
-            f'installed. Install the examples\' requirements: pip install "tf_stopgrad[examples]" '
-            f'(from a source checkout: pip install ".[examples]")',
-            file=sys.stderr,
-        )
-        return 1
-
-
-def demo(name: str, rest: list[str]) -> int:
-    if name != "all":
-        return _run_demo(name, rest)
-    statuses = []
-    for demo_name in examples.EXAMPLES:
-        print(f"== {demo_name} ==")
-        statuses.append(_run_demo(demo_name, _with_plot_suffix(rest, demo_name)))
-    return max(statuses)
-
-
 def bench(rest: list[str]) -> int:
     from tf_stopgrad.benchmarks import bench as benchmark
 
@@ -242,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         print(cmake_dir())
         return 0
     if args.command == "demo":
-        return demo(args.name, rest)
+        return examples.demo(args.name, rest)
     if args.command == "bench":
         return bench(rest)
     if args.command == "export":

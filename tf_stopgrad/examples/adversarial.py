@@ -99,21 +99,6 @@ def accuracy(params: MLPParams, images: tf.Tensor, labels: tf.Tensor) -> float:
     return float(tf.reduce_mean(tf.cast(predictions == labels, tf.float32)))
 
 
-def load_scaled_digits(seed: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
-    """Training images, training labels, test images, test labels: the bundled digits with
-    pixels scaled to [0, 1], split 75/25 (stratified)."""
-    digits = load_digits()
-    split = train_test_split(
-        (digits.data / 16.0).astype(np.float32),
-        digits.target.astype(np.int32),
-        test_size=0.25,
-        random_state=seed,
-        stratify=digits.target,
-    )
-    train_images, test_images, train_labels, test_labels = (tf.constant(a) for a in split)
-    return train_images, train_labels, test_images, test_labels
-
-
 def initial_params(num_hidden: int, seed: int) -> MLPParams:
     """He-initialised weights and zero biases, as variables."""
     rng = np.random.default_rng(seed)
@@ -250,8 +235,17 @@ def run(
     seed: int = 0,
 ) -> AdversarialFigures:
     """Trains a normal and an adversarial model from the same start and attacks both, with
-    FGSM of size ``epsilon``."""
-    train_images, train_labels, test_images, test_labels = load_scaled_digits(seed)
+    FGSM of size ``epsilon``, on the bundled digits with pixels scaled to [0, 1] and split
+    75/25 (stratified)."""
+    digits = load_digits()
+    split = train_test_split(
+        (digits.data / 16.0).astype(np.float32),
+        digits.target.astype(np.int32),
+        test_size=0.25,
+        random_state=seed,
+        stratify=digits.target,
+    )
+    train_images, test_images, train_labels, test_labels = (tf.constant(a) for a in split)
     results = {}
     for kind, training_epsilon in (("normal", None), ("adversarial", epsilon)):
         params = initial_params(num_hidden, seed)
@@ -279,6 +273,5 @@ def run(
     )
 
 
-# Small settings for --quick (tests and CI); the defaults of run() are the full example.
 QUICK_SETTINGS: dict[str, Any] = {"num_hidden": 64, "epochs": 30, "learning_rate": 0.3}
 PLOT_HELP = "save a bar chart of the accuracies"

@@ -178,11 +178,6 @@ class EMFigures:
     sklearn_iterations: int
     relative_difference: float
 
-    @property
-    def iterations(self) -> int:
-        """Number of M-steps taken."""
-        return len(self.log_likelihoods) - 1
-
     def failures(self) -> list[str]:
         missed = []
         if self.smallest_relative_gain < -MONOTONE_TOLERANCE:
@@ -200,7 +195,7 @@ class EMFigures:
         history = self.log_likelihoods
         return (
             f"average log-likelihood: {history[0]:.6f} at the start, {history[-1]:.6f} after "
-            f"{self.iterations} iterations\n"
+            f"{len(history) - 1} iterations\n"
             f"smallest relative gain from one iteration to the next: "
             f"{self.smallest_relative_gain:.2e} (must be >= -{MONOTONE_TOLERANCE:.0e})\n"
             f"scikit-learn GaussianMixture from the same start: {self.sklearn_score:.6f} after "
@@ -244,6 +239,5 @@ def run(
     )
 
 
-# Small settings for --quick (tests and CI); the defaults of run() are the full example.
 QUICK_SETTINGS: dict[str, Any] = {"num_points": 300, "max_iter": 100, "tol": 1e-8}
 PLOT_HELP = "save the log-likelihood curve"
