@@ -1,9 +1,9 @@
 """TensorFlow releases as build inputs, taken from their wheels without installing them.
 
 For each minor release and machine architecture (``x86_64``, ``aarch64``), ``pip download``
-fetches the newest patch release's wheel for that architecture (pip's own cache makes a
-repeated download cheap), and only the headers and the two libraries an op library links are
-unpacked, into a cache directory that later builds reuse:
+fetches the newest patch release's wheel for that architecture, and only the headers and the
+two libraries an op library links are unpacked, into a cache directory that later builds reuse
+(pip keeps no copy of the wheel: the unpacked release is the cache):
 
     $TF_STOPGRAD_CACHE, or $XDG_CACHE_HOME/tf_stopgrad, or ~/.cache/tf_stopgrad
         tensorflow-2.21.0-aarch64/  include/  libtensorflow_framework.so.2  libtensorflow_cc.so.2
@@ -144,7 +144,7 @@ def can_download() -> bool:
 
 
 def _download(requirement: str, architecture: str, into: Path) -> Path:
-    command = [*_PIP, "download", "--no-deps", "--quiet",
+    command = [*_PIP, "download", "--no-deps", "--quiet", "--no-cache-dir",
                "--only-binary=:all:", "--disable-pip-version-check", "--dest", str(into),
                *_platform_options(architecture), requirement]  # fmt: skip
     print(f"tf_stopgrad: fetching {requirement} for {architecture} (headers and libraries only)",
@@ -167,7 +167,9 @@ def _unpack(wheel: Path, destination: Path) -> Path:
     a concurrent or interrupted build never sees half a release."""
     destination.parent.mkdir(parents=True, exist_ok=True)
     partial, lock = staging.new_staging_directory(destination, "unpack")
-    wanted = re.compile(rf"tensorflow/(include/.*|{re.escape(FRAMEWORK_LIBRARY)}|"
+    # Not include/external/ (a quarter of a gigabyte): the build's only include directory is
+    # include/, and no header outside external/ names one inside it.
+    wanted = re.compile(rf"tensorflow/(include/(?!external/).*|{re.escape(FRAMEWORK_LIBRARY)}|"
                         rf"{re.escape(CC_LIBRARY)})$")  # fmt: skip
     try:
         with zipfile.ZipFile(wheel) as archive:

@@ -178,6 +178,19 @@ def test_a_release_described_from_its_files_matches_tf_sysconfig():
     assert from_files == tensorflow_config.describe_installed()
 
 
+@pytest.mark.core
+def test_no_header_outside_include_external_includes_one_inside_it():
+    # The wheel build leaves include/external/ out of each unpacked release.
+    include_dir = Path(tf.sysconfig.get_include())
+    including = [
+        str(header.relative_to(include_dir))
+        for header in include_dir.rglob("*")
+        if header.is_file() and header.relative_to(include_dir).parts[0] != "external"
+        and re.search(rb'#\s*include\s*[<"](\.\./)*external/', header.read_bytes())
+    ]  # fmt: skip
+    assert including == []
+
+
 @pytest.mark.parametrize("front_end_has_pip", [True, False], ids=["pip", "uv"])
 def test_without_tensorflow_a_source_build_takes_the_newest_release(front_end_has_pip, monkeypatch):
     import tf_stopgrad_build
