@@ -317,7 +317,8 @@ def _delete_old_build_dirs() -> None:
 
 # What goes into a wheel besides the build directory's inputs: the metadata files, the files
 # that CMake compiles and installs, and the Python packages (pyproject's wheel.packages).
-_WHEEL_SOURCES = ("pyproject.toml", "README.md", "CMakeLists.txt", "cc", "cmake", "build_backend")
+_WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "CMakeLists.txt", "cc", "cmake",
+                  "build_backend")  # fmt: skip
 _PREVIOUS_WHEEL = "previous-wheel"
 
 

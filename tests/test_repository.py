@@ -121,6 +121,19 @@ def test_java_version_is_pyproject_version():
     assert version.text == pyproject_version()
 
 
+def test_license_file_is_the_license_pyproject_and_the_pom_name():
+    pom = ElementTree.parse(REPO_ROOT / "java" / "pom.xml").getroot()
+    pom_license = pom.find("{*}licenses/{*}license/{*}url")
+    assert pom_license is not None and pom_license.text
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text()
+    license_text = (REPO_ROOT / "LICENSE").read_text()
+
+    assert re.search(r'^license = \{ text = "Apache-2.0" \}$', pyproject, re.M)
+    assert pom_license.text.endswith("/licenses/LICENSE-2.0.txt")
+    assert license_text.split()[:4] == ["Apache", "License", "Version", "2.0,"]
+    assert "END OF TERMS AND CONDITIONS" in license_text
+
+
 def test_ci_workflow_runs_each_lane_of_tox_env_list_once():
     lanes = ci_workflow_lanes((WORKFLOWS / "ci.yml").read_text())
     assert len(lanes) == len(set(lanes)), f"lanes run twice: {sorted(lanes)}"
