@@ -183,13 +183,16 @@ def _working_cxx_compiler(cross_architecture: str | None = None) -> list[str]:
 
 
 def _parse_releases(requested: str) -> list[tuple[int, int]]:
-    """``2.15-2.21``, ``2.18`` or ``2.15,2.18``: each must be a supported minor release."""
+    """``all`` (every supported minor release), or ``2.15-2.21``, ``2.18`` or ``2.15,2.18``:
+    each must be a supported minor release."""
     supported = supported_tensorflow.minors()
+    if requested == "all":
+        return supported
     wanted: list[tuple[int, int]] = []
     for part in requested.split(","):
         bounds = re.fullmatch(r"\s*(\d+)\.(\d+)\s*(?:-\s*(\d+)\.(\d+)\s*)?", part)
         if bounds is None:
-            raise _fail(f"-C {RELEASES_SETTING}={requested!r}: write releases as 2.15-2.21, "
+            raise _fail(f"-C {RELEASES_SETTING}={requested!r}: write releases as all, 2.15-2.21, "
                         "2.18 or 2.15,2.18")  # fmt: skip
         major, low, high_major, high = bounds.groups()
         first, last = (int(major), int(low)), (int(high_major or major), int(high or low))

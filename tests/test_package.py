@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import importlib.metadata
+import json
 import os
 import platform
 import re
@@ -228,17 +229,35 @@ def test_different_cxx_abi_is_refused():
         _loader.check_compatible(info, tf.__version__, 1 - info["cxx11_abi"])
 
 
-def test_build_command_names_the_source_directory_when_it_exists(tmp_path, monkeypatch):
-    (tmp_path / "pyproject.toml").write_text("")
-    monkeypatch.setattr(_loader, "build_record", lambda: {"source_dir": str(tmp_path)})
-    assert _loader.build_command() == (
-        f"pip install --force-reinstall --no-deps --no-cache-dir {tmp_path}"
-    )
+class _InstalledFrom:
+    """tf_stopgrad's distribution, as pip records where it was installed from (PEP 610)."""
+
+    def __init__(self, path):
+        self.url = Path(path).as_uri()
+
+    def read_text(self, name):
+        return json.dumps({"url": self.url}) if name == "direct_url.json" else None
+
+
+@pytest.mark.parametrize(
+    ("source", "named"),
+    [("checkout", True), ("tf_stopgrad-0.1.0.tar.gz", True),
+     ("tf_stopgrad-0.1.0-py3-none-linux_x86_64.whl", False)],
+)  # fmt: skip
+def test_build_command_names_the_source_directory_or_sdist_pip_installed_from(
+    tmp_path, monkeypatch, source, named
+):
+    (tmp_path / source).mkdir()
+    installed_from = _InstalledFrom(tmp_path / source)
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: installed_from)
+    command = _loader.build_command()
+    assert command.startswith("pip install --force-reinstall --no-deps --no-cache-dir ")
+    assert command.endswith(f" {tmp_path / source}") == named, command
 
 
 def test_build_command_without_a_source_directory_says_where_to_get_one(tmp_path, monkeypatch):
-    monkeypatch.setattr(_loader, "build_record", lambda: {"source_dir": str(tmp_path / "gone")})
-    monkeypatch.setattr(_loader, "_installed_from", lambda: None)
+    installed_from = _InstalledFrom(tmp_path / "gone")
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: installed_from)
     command = _loader.build_command()
     assert command.startswith(
         "pip install --force-reinstall --no-deps --no-cache-dir --no-binary tf_stopgrad "

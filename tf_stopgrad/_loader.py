@@ -51,7 +51,6 @@ def build_info() -> dict[str, Any]:
         "tf_version": library["tf_version"],
         "cxx11_abi": library["cxx11_abi"],
         "compiler": record["compiler"],
-        "source_dir": record["source_dir"],
         "library_name": library["file"],
         "tf_versions": [entry["tf_version"] for entry in _libraries_by_minor().values()],
         "stop_gradient_op": STOP_GRADIENT_OP,
@@ -113,11 +112,8 @@ def _library_for(tf_version: str) -> dict[str, Any]:
 
 def build_command() -> str:
     """The command that builds and installs tf_stopgrad from source for the installed
-    TensorFlow, from the source it was built from if that still exists."""
+    TensorFlow, from the source directory or sdist pip installed it from if that still exists."""
     command = "pip install --force-reinstall --no-deps --no-cache-dir"
-    source = build_record()["source_dir"]
-    if os.path.isfile(os.path.join(source, "pyproject.toml")):
-        return f"{command} {source}"
     installed_from = _installed_from()
     if installed_from is not None:
         return f"{command} {installed_from}"
@@ -129,14 +125,17 @@ def build_command() -> str:
 
 
 def _installed_from() -> str | None:
-    """The local sdist or directory pip installed the package from (PEP 610), if it exists."""
+    """The local source directory or sdist pip installed the package from (PEP 610), if it
+    still exists; not a wheel, which would bring back the same libraries."""
     try:
         direct_url = importlib.metadata.distribution("tf_stopgrad").read_text("direct_url.json")
     except importlib.metadata.PackageNotFoundError:
         return None
     url = urlparse(json.loads(direct_url or "{}").get("url", ""))
     path = unquote(url.path)
-    return path if url.scheme == "file" and os.path.exists(path) else None
+    if url.scheme != "file" or path.endswith(".whl") or not os.path.exists(path):
+        return None
+    return path
 
 
 def check_compatible(library: dict[str, Any], tf_version: str, tf_cxx11_abi: int) -> None:
