@@ -1,6 +1,7 @@
 """Helpers shared by the tests: the checkout's root, running the command, sample data per
-dtype, bitwise comparison and buffer address (the package's own, which its self-check uses
-too), the built-in PreventGradient as a function, and our ops paired with the built-ins."""
+dtype, bitwise comparison and buffer address on the device (the package's own, which its
+self-check uses too), the built-in PreventGradient as a function, our ops paired with the
+built-ins, and the mark of the tests that need a GPU."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import tf_stopgrad
@@ -20,6 +22,10 @@ from tf_stopgrad._compat import buffer_address
 __all__ = ["as_bits", "buffer_address"]  # the package's own, shared with its self-check
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+needs_gpu = pytest.mark.skipif(
+    not tf.config.list_physical_devices("GPU"), reason="no GPU visible to this TensorFlow"
+)
 
 
 def environment_with_tensorflow_logging() -> dict[str, str]:
@@ -35,6 +41,7 @@ def run_command(*args: str, cwd: Path | None = None, timeout: float = 300):
         cwd=cwd, env=environment_with_tensorflow_logging(), capture_output=True, text=True,
         timeout=timeout,
     )  # fmt: skip
+
 
 NUMERIC_DTYPES = [
     tf.float16, tf.bfloat16, tf.float32, tf.float64,

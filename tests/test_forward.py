@@ -2,7 +2,16 @@
 
 import pytest
 import tensorflow as tf
-from support import ALL_PLAIN_DTYPES, NUMERIC_DTYPES, as_bits, buffer_address, sample
+from support import (
+    ALL_PLAIN_DTYPES,
+    NUMERIC_DTYPES,
+    QUANTIZED_DTYPES,
+    QUANTIZED_STORAGE,
+    as_bits,
+    buffer_address,
+    needs_gpu,
+    sample,
+)
 
 import tf_stopgrad
 
@@ -54,12 +63,64 @@ def test_nan_payloads_and_signed_zero_survive():
     assert out.numpy().tolist() == payloads.numpy().tolist()
 
 
+# Aliasing is checked where TensorFlow places the ops, on a GPU when one is visible, by the
+# address of each buffer on its device. A string tensor has no such address to read: DLPack
+# cannot carry it and _numpy() converts its elements, so only its values are checked (above).
+ALIASED_DTYPES = [*NUMERIC_DTYPES, *QUANTIZED_DTYPES, tf.bool]
+
+
+def device_address(tensor):
+    """The address of ``tensor``'s buffer on its device: buffer_address, DLPack's data pointer.
+    DLPack carries no quantized dtype, so those are first bitcast, on their device, to the
+    integers that store them: Bitcast's output shares its input's buffer."""
+    if tensor.dtype.is_quantized:
+        with tf.device(tensor.device):
+            tensor = tf.bitcast(tensor, tf.as_dtype(QUANTIZED_STORAGE[tensor.dtype]))
+    return buffer_address(tensor)
+
+
+def deep_copy(tensor):
+    """``tensor``'s values in a buffer of their own (DeepCopy has no quantized kernels: those
+    are copied as the integers that store them)."""
+    if not tensor.dtype.is_quantized:
+        return tf.raw_ops.DeepCopy(x=tensor)
+    storage = tf.bitcast(tensor, tf.as_dtype(QUANTIZED_STORAGE[tensor.dtype]))
+    return tf.bitcast(tf.raw_ops.DeepCopy(x=storage), tensor.dtype)
+
+
 @pytest.mark.parametrize("shape", [(1,), (1000,), LARGE_SHAPE], ids=str)
-@pytest.mark.parametrize("dtype", NUMERIC_DTYPES + [tf.bool], ids=lambda d: d.name)
+@pytest.mark.parametrize("dtype", ALIASED_DTYPES, ids=lambda d: d.name)
 def test_output_aliases_input_buffer(ours_and_builtin, dtype, shape):
-    ours, _ = ours_and_builtin
+    ours, builtin = ours_and_builtin
     x = sample(dtype, shape)
-    assert buffer_address(ours(x)) == buffer_address(x)
+    assert device_address(ours(x)) == device_address(builtin(x)) == device_address(x)
+
+
+@pytest.mark.parametrize("dtype", ALIASED_DTYPES, ids=lambda d: d.name)
+def test_the_address_read_is_the_buffers_own(dtype):
+    # Pinned to the CPU, where _numpy() is a view of the tensor's buffer rather than a copy.
+    with tf.device("/CPU:0"):
+        x = sample(dtype, (1000,))
+        assert device_address(x) == x._numpy().__array_interface__["data"][0]
+
+
+@pytest.mark.parametrize("dtype", ALIASED_DTYPES, ids=lambda d: d.name)
+def test_the_aliasing_check_fails_for_an_op_that_copies(dtype):
+    x = sample(dtype, (1000,))
+    copied = deep_copy(x)
+    assert as_bits(copied) == as_bits(x)
+    assert device_address(copied) != device_address(x)
+
+
+@needs_gpu
+def test_output_aliases_input_buffer_on_the_gpu(ours_and_builtin):
+    ours, builtin = ours_and_builtin
+    with tf.device("/GPU:0"):
+        x = sample(tf.float32, LARGE_SHAPE)
+        out, builtin_out, copied = ours(x), builtin(x), tf.raw_ops.DeepCopy(x=x)
+    assert all(t.device.endswith("/device:GPU:0") for t in (x, out, builtin_out, copied))
+    assert device_address(out) == device_address(builtin_out) == device_address(x)
+    assert device_address(copied) != device_address(x)
 
 
 def test_variant_tensor_list_passes_through():

@@ -5,6 +5,7 @@ pyproject.toml). A
 TensorFlow release that moves one of them needs a change here and nowhere else.
 """
 
+import ctypes
 import importlib
 
 import tensorflow as tf
@@ -37,6 +38,7 @@ def eager_context():
     ctx = _context._context or _context.context()
     return ctx if ctx._thread_local_data.is_eager else None
 
+
 # Runs one op eagerly from C++, recording it on any active tape: (ctx, op_type, name, *inputs,
 # *attr_name_value_pairs). The generated op wrappers call the same function.
 fast_path_execute = pywrap_tfe.TFE_Py_FastPathExecute
@@ -56,9 +58,22 @@ write_saved_model_fingerprint = _fingerprinting_utils.write_fingerprint
 is_dtensor = _dtensor_api.is_dtensor
 
 
+# Its own prototype, so that the shared ctypes.pythonapi function keeps its settings.
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi)
+)
+
+
 def buffer_address(tensor) -> int:
-    """The address of an eager tensor's data (``.numpy()`` would copy it; ``_numpy()`` does not)."""
-    return tensor._numpy().__array_interface__["data"][0]
+    """Where an eager tensor's data is on its device, CPU or GPU, read without a copy (``_numpy()``
+    copies from a GPU): DLPack's data pointer. Quantized dtypes raise InvalidArgumentError; string,
+    variant and resource raise TypeError (TF 2.21's ``to_dlpack`` aborts the process on them)."""
+    if tensor.dtype in (tf.string, tf.variant, tf.resource):
+        raise TypeError(f"DLPack cannot carry a {tensor.dtype.name} tensor")
+    # A DLManagedTensor, which begins with the data pointer. Dropped unconsumed, the capsule
+    # releases its reference to the buffer.
+    capsule = tf.experimental.dlpack.to_dlpack(tensor)
+    return ctypes.c_void_p.from_address(_capsule_pointer(capsule, b"dltensor")).value or 0
 
 
 def kernel_device_types(op_type: str) -> set[str]:
