@@ -7,8 +7,11 @@ import subprocess
 import sys
 
 import pytest
-from support import REPO_ROOT, environment_with_tensorflow_logging, run_command
+import tensorflow as tf
+from support import REPO_ROOT, environment_with_tensorflow_logging, needs_gpu, run_command
 
+import tf_stopgrad
+from tf_stopgrad.__main__ import SELF_CHECKS
 from tf_stopgrad._progress import LOG_LINES, Progress
 
 # TensorFlow's C++ log lines: absl's format ("E0000 00:00:1795... 123 cuda_platform.cc:52]"),
@@ -22,11 +25,36 @@ TF_LOG_LINE = re.compile(
 )
 
 
-def test_main_job_prints_no_tensorflow_log_lines_by_default():
-    result = run_command(cwd=REPO_ROOT)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "All checks passed." in result.stdout
-    assert not TF_LOG_LINE.search(result.stdout + result.stderr), result.stderr
+@pytest.fixture(scope="module")
+def main_job() -> subprocess.CompletedProcess:
+    """``python -m tf_stopgrad``, the report and self-check, run once for the tests below."""
+    return run_command(cwd=REPO_ROOT)
+
+
+def test_main_job_prints_no_tensorflow_log_lines_by_default(main_job):
+    assert main_job.returncode == 0, main_job.stdout + main_job.stderr
+    assert "All checks passed." in main_job.stdout
+    assert not TF_LOG_LINE.search(main_job.stdout + main_job.stderr), main_job.stderr
+
+
+def test_the_self_check_says_on_which_devices_it_ran(main_job):
+    if tf.config.list_physical_devices("GPU"):
+        expected = ["Self-check on CPU:0", "Self-check on GPU:0"]
+    else:
+        expected = ["Self-check on CPU:0 (no GPU visible)"]
+    lines = main_job.stdout.splitlines()
+    assert [line for line in lines if line.startswith("Self-check")] == expected
+    for name in SELF_CHECKS:
+        assert lines.count(f"  [ok] {name}") == len(expected), main_job.stdout
+
+
+@pytest.mark.parametrize("device", ["CPU:0", pytest.param("GPU:0", marks=needs_gpu)])
+def test_the_zero_copy_self_check_fails_for_an_op_that_copies(device, monkeypatch):
+    check = SELF_CHECKS["output aliases the input (zero copy)"]
+    with tf.device(f"/{device}"):
+        assert check()
+        monkeypatch.setattr(tf_stopgrad, "stop_gradient", lambda x: tf.raw_ops.DeepCopy(x=x))
+        assert not check()
 
 
 # Makes TensorFlow's C++ code log a line at exit, whatever it logs at import on a machine:
@@ -99,13 +127,10 @@ def test_only_the_command_without_tf_logs_hides_tensorflow_log_lines(
         (["python"], None),
     ],
 )
-def test_the_module_a_command_line_runs_is_read_as_the_interpreter_reads_it(
-    command_line, module
-):
+def test_the_module_a_command_line_runs_is_read_as_the_interpreter_reads_it(command_line, module):
     from tf_stopgrad._tensorflow_logs import module_run_by
 
     assert module_run_by(command_line) == module
-
 
 
 class FakeTerminal(io.StringIO):

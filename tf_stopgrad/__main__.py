@@ -65,12 +65,20 @@ def _check_jit_compile() -> bool:
         return tf_stopgrad.stop_gradient(x) * 3.0
 
     x = tf.constant([1.5, -2.0])
-    return bool(np.array_equal(scaled(x).numpy(), (tf.stop_gradient(x) * 3.0).numpy()))
+    y = scaled(x)
+    return _on_checked_device(y) and np.array_equal(y.numpy(), (tf.stop_gradient(x) * 3.0).numpy())
 
 
 def _check_zero_copy() -> bool:
     x = tf.random.uniform([1 << 16])
-    return _compat.buffer_address(tf_stopgrad.stop_gradient(x)) == _compat.buffer_address(x)
+    y = tf_stopgrad.stop_gradient(x)
+    return _on_checked_device(y) and _compat.buffer_address(y) == _compat.buffer_address(x)
+
+
+def _on_checked_device(tensor: tf.Tensor) -> bool:
+    """Whether ``tensor`` is on the device of report()'s tf.device scope, not on another that
+    soft placement chose."""
+    return tensor.device == _compat.context().device_name
 
 
 SELF_CHECKS: dict[str, Callable[[], bool]] = {
@@ -96,10 +104,14 @@ def report() -> int:
     gpus = len(tf.config.list_physical_devices("GPU"))
     print(f"  GPUs visible           : {gpus}")
 
-    print("Self-check")
-    results = {name: _run_check(check) for name, check in SELF_CHECKS.items()}
-    for name, passed in results.items():
-        print(f"  [{'ok' if passed else 'FAILED'}] {name}")
+    checks_passed = True
+    for device in ["CPU:0", "GPU:0"] if gpus else ["CPU:0"]:
+        print(f"Self-check on {device}{'' if gpus else ' (no GPU visible)'}")
+        with tf.device(f"/{device}"):
+            for name, check in SELF_CHECKS.items():
+                passed = _run_check(check)
+                checks_passed &= passed
+                print(f"  [{'ok' if passed else 'FAILED'}] {name}")
 
     print("Kernels")
     for op_type in (tf_stopgrad.STOP_GRADIENT_OP, tf_stopgrad.PREVENT_GRADIENT_OP):
@@ -107,7 +119,7 @@ def report() -> int:
 
     print("Stable softmax demo")
     demo_status = examples.demo("softmax", ["--quick"])
-    passed = all(results.values()) and demo_status == 0
+    passed = checks_passed and demo_status == 0
     print("All checks passed." if passed else "Some checks FAILED.")
     return 0 if passed else 1
 
