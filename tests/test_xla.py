@@ -103,7 +103,8 @@ def test_jit_forwards_a_tensor_list_like_builtin():
     builtin = jit(lambda a: stopped_tensor_list(tf.stop_gradient, a))(x)
 
     np.testing.assert_array_equal(ours.numpy(), builtin.numpy())
-    np.testing.assert_array_equal(ours.numpy(), (x * 2.0).numpy())
+    # Compiled too: a GPU's eager kernels flush subnormals (1e-40) to zero, XLA keeps them.
+    np.testing.assert_array_equal(ours.numpy(), jit(lambda a: a * 2.0)(x).numpy())
 
 
 @pytest.mark.parametrize("computation", [stable_softmax_and_gradient, stopped_product_and_gradient])
@@ -148,8 +149,14 @@ def test_jit_gradient_through_prevent_gradient_is_refused(prevent, error_match):
 
 
 def normalized_hlo(hlo_text):
-    """HLO text without source metadata, and with every name replaced by its first-use order."""
+    """HLO text without source metadata, and with every name replaced by its first-use order.
+
+    XLA's GPU scheduler tags each module with a hash of it, the frontend attribute
+    ``fingerprint_before_lhs`` (on the module, or on the entry's root in older XLA); its value
+    is left out.
+    """
     text = re.sub(r",? ?metadata=\{[^}]*\}", "", hlo_text)
+    text = re.sub(r'(\bfingerprint_before_lhs=)"[0-9a-fA-F]*"', r'\1""', text)
     names = {}
     return re.sub(
         r"(?<=HloModule )[\w.\-]+|(?<=ENTRY )%?[\w.\-]+|%[\w.\-]+",
