@@ -1,15 +1,19 @@
-"""The release's own checks: .github/workflows/release.yml runs them on the pushed tag, and CI's
-release lane on the tag the version makes.
+"""The release's own steps: .github/workflows/release.yml runs them on the pushed tag, and CI's
+release lane rehearses them on the tag the version makes. Run in the repository's root, with
+Python 3.11's standard library.
 
-    python3 .ci/release.py TAG NOTES
-
-passes when TAG is ``v`` and pyproject.toml's version, java/pom.xml has that version and the
-metadata Maven Central requires, and CHANGELOG.md has a section for the version that is not
-empty; that section goes to NOTES, the GitHub release's notes. Otherwise it says what to change,
-and exits 1. It reads the current directory's files, with Python 3.11's standard library.
+    python3 .ci/release.py check TAG NOTES
+        passes when TAG is ``v`` and pyproject.toml's version, java/pom.xml has that version and
+        the metadata Maven Central requires, and CHANGELOG.md has a section for the version that
+        is not empty, which goes to NOTES (the GitHub release's notes); else says what to change
+    python3 .ci/release.py maven WHEELS [MAVEN_ARGUMENT...]
+        the jar of WHEELS' op libraries, its sources and javadoc, signed, deployed to Maven
+        Central by java/pom.xml's release profile; dated by the commit, as the wheels are
 """
 
+import os
 import re
+import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -47,9 +51,23 @@ def release_notes(tag: str) -> str:
     return section.group(1).strip() + "\n"
 
 
+def deploy_to_maven_central(wheels: str, *maven_arguments: str) -> int:
+    timestamp = os.environ.get("SOURCE_DATE_EPOCH") or subprocess.check_output(
+        ["git", "log", "-1", "--format=%ct"], text=True
+    )
+    command = ["mvn", "--batch-mode", "--no-transfer-progress", "-f", "java/pom.xml",
+               "-P", "release", "deploy", f"-Dtf_stopgrad.wheels={Path(wheels).resolve()}",
+               f"-Dproject.build.outputTimestamp={timestamp.strip()}",
+               *maven_arguments]  # fmt: skip
+    return subprocess.run(command).returncode
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if sys.argv[1:2] == ["check"] and len(sys.argv) == 4:
+        Path(sys.argv[3]).write_text(release_notes(sys.argv[2]))
+        print(f"release: {sys.argv[2]} is the version of pyproject.toml, java/pom.xml and "
+              "CHANGELOG.md")  # fmt: skip
+    elif sys.argv[1:2] == ["maven"] and len(sys.argv) >= 3:
+        sys.exit(deploy_to_maven_central(*sys.argv[2:]))
+    else:
         raise SystemExit(__doc__)
-    tag, notes = sys.argv[1:]
-    Path(notes).write_text(release_notes(tag))
-    print(f"release: {tag} is the version of pyproject.toml, java/pom.xml and CHANGELOG.md")
