@@ -1,14 +1,15 @@
-"""The repository's own files agree: versions, CI's lanes and the release's tag check.
+"""The repository's own files agree: versions, CI's lanes, the README's matrix and the
+release's checks, all against the supported range of pyproject.toml.
 
-These read files only: neither TensorFlow nor a build is needed. The workflows are read with
-regular expressions over their lines, as PyYAML is no test dependency.
+These read the repository's files (the workflows with regular expressions over their lines, as
+PyYAML is no test dependency) and run .ci/release.py, without TensorFlow or a build.
 """
 
 from __future__ import annotations
 
-import itertools
-import os
+import importlib.util
 import re
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
@@ -35,61 +36,12 @@ def pyproject_version(pyproject: Path = REPO_ROOT / "pyproject.toml") -> str:
         return tomllib.load(file)["project"]["version"]
 
 
-def expand_tox_factors(entry: str) -> list[str]:
-    """tox's generative names: ``tf2.{16-20}`` is tf2.16 to tf2.20, ``py{39,311}`` py39, py311."""
-    parts = re.split(r"\{([^}]*)\}", entry)
-    choices: list[list[str]] = []
-    for index, part in enumerate(parts):
-        if index % 2 == 0:
-            choices.append([part])
-            continue
-        alternatives = []
-        for item in part.split(","):
-            item = item.strip()
-            ranged = re.fullmatch(r"(\d+)-(\d+)", item)
-            if ranged:
-                low, high = int(ranged.group(1)), int(ranged.group(2))
-                alternatives += [str(number) for number in range(low, high + 1)]
-            else:
-                alternatives.append(item)
-        choices.append(alternatives)
-    return ["".join(combination) for combination in itertools.product(*choices)]
-
-
-def tox_lanes() -> list[str]:
-    """.ci/tox.ini's env_list, expanded, in its order."""
-    config = ConfigParser(interpolation=None)
-    config.read(REPO_ROOT / ".ci" / "tox.ini")
-    entries = config["tox"]["env_list"].split()
-    return [lane for entry in entries for lane in expand_tox_factors(entry)]
-
-
-def yaml_list(text: str, key: str) -> list[str]:
-    """The items of every YAML list under ``key:``, block (``- a``) or flow (``[a, b]``) style."""
-    items = []
-    for flow in re.finditer(rf"^\s*{re.escape(key)}:\s*\[([^\]]*)\]", text, re.M):
-        items += [item.strip().strip("'\"") for item in flow.group(1).split(",") if item.strip()]
-    block = rf"^([ \t]*){re.escape(key)}:[ \t]*(?:#.*)?\n((?:\1[ \t]*(?:-[ \t].*|#.*)?\n)+)"
-    for found in re.finditer(block, text, re.M):
-        for line in found.group(2).splitlines():
-            item = re.fullmatch(r"\s*-\s+(.*?)\s*(?:#.*)?", line)
-            if item:
-                items.append(item.group(1).strip("'\""))
-    return items
-
-
-def ci_workflow_lanes(text: str) -> list[str]:
-    """The lanes that the CI workflow's `.ci/run` calls run: named ones, and the matrix's
-    ``lane`` list for a call that passes a variable."""
-    lanes = []
-    calls = (re.finditer(r"\.ci/run((?:[ \t]+--[\w-]+)*)[ \t]+(\S+)", s) for s in run_blocks(text))
-    for call in itertools.chain.from_iterable(calls):
-        argument = call.group(2).strip("'\"")
-        if re.fullmatch(r"[\w.-]+", argument):
-            lanes.append(argument)
-        else:  # "$LANE", ${{ matrix.lane }}: one job per item of the matrix's lane list
-            lanes += yaml_list(text, "lane")
-    return lanes
+def toxfile():
+    """.ci/toxfile.py, which makes the lanes of the supported minors for tox."""
+    spec = importlib.util.spec_from_file_location("toxfile", REPO_ROOT / ".ci" / "toxfile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_blocks(text: str) -> list[str]:
@@ -134,39 +86,120 @@ def test_license_file_is_the_license_pyproject_and_the_pom_name():
     assert "END OF TERMS AND CONDITIONS" in license_text
 
 
-def test_ci_workflow_runs_each_lane_of_tox_env_list_once():
-    lanes = ci_workflow_lanes((WORKFLOWS / "ci.yml").read_text())
-    assert len(lanes) == len(set(lanes)), f"lanes run twice: {sorted(lanes)}"
-    assert sorted(lanes) == sorted(tox_lanes())
+def test_ci_workflow_runs_the_wheels_then_a_job_for_each_lane_that_run_lists():
+    workflow = (WORKFLOWS / "ci.yml").read_text()
+    argument = r'(?: +(?:--[\w-]+|"\$LANE"|\w+))'
+    calls = [call.strip() for script in run_blocks(workflow)
+             for call in re.findall(rf"\.ci/run({argument}*)", script)]  # fmt: skip
+    assert calls == ["--list", "wheels", '--prebuilt "$LANE"']
+    matrix = r"^\s+lane: \$\{\{ fromJSON\(needs\.lanes\.outputs\.lanes\) \}\}$"
+    assert re.search(matrix, workflow, re.M)
+    assert re.search(r"^\s+LANE: \$\{\{ matrix\.lane \}\}$", workflow, re.M)
+
+
+def test_each_lane_has_its_section_in_tox_ini():
+    config = ConfigParser(interpolation=None)
+    config.read(REPO_ROOT / ".ci" / "tox.ini")
+    default, named = toxfile().lanes()
+    for lane, kind in {**default, **named}.items():
+        section = f"lane:{kind}" if kind else f"testenv:{lane}"
+        assert config.has_section(section), f"{lane}: .ci/tox.ini has no [{section}]"
+        assert "bash .ci/lanes {env_name}" in config[section]["commands"], section
 
 
 def test_workflows_pin_every_action_by_commit():
     for workflow in sorted(WORKFLOWS.glob("*.yml")):
         for uses in re.findall(r"^\s*(?:-\s+)?uses:\s*(.*)$", workflow.read_text(), re.M):
+            if uses.startswith("./.github/workflows/"):  # this repository's own, at this commit
+                continue
             pinned = re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d[\w.-]*", uses.strip())
             assert pinned, f"{workflow.name}: {uses} is not pinned by commit (with # vX.Y.Z)"
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="the check runs on Python 3.11 (tomllib)")
-def test_release_refuses_a_tag_other_than_pyproject_version(tmp_path):
-    checks = [script for script in run_blocks((WORKFLOWS / "release.yml").read_text())
-              if "pyproject.toml" in script and "GITHUB_REF_NAME" in script]  # fmt: skip
-    assert len(checks) == 1, "release.yml should have one step that checks the tag"
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "9.8.7"\n')
-    # The script's python3 is this interpreter (3.11 or newer, as in the workflow).
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+@pytest.fixture
+def release_check(tmp_path):
+    """``.ci/release.py check TAG NOTES`` on a copy of the files it reads, which a test may
+    change first; returns (exit status, its output, the notes written)."""
+    for name in ("pyproject.toml", "java/pom.xml", "CHANGELOG.md", ".ci/release.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO_ROOT / name, tmp_path / name)
 
-    def check(tag: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["bash", "-e", "-c", checks[0]], cwd=tmp_path, capture_output=True, text=True,
-            env={**os.environ, "PATH": path, "GITHUB_REF_NAME": tag}, timeout=60,
-        )  # fmt: skip
+    def check(tag: str) -> tuple[int, str, str]:
+        notes = tmp_path / "notes.md"
+        notes.unlink(missing_ok=True)
+        ran = subprocess.run([sys.executable, ".ci/release.py", "check", tag, str(notes)],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+        return ran.returncode, ran.stdout + ran.stderr, notes.read_text() if notes.exists() else ""
 
-    assert check("v9.8.7").returncode == 0, check("v9.8.7").stderr
-    for tag in (f"v{pyproject_version()}", "v9.8.8", "9.8.7"):
-        refused = check(tag)
-        assert refused.returncode != 0, tag
-        assert tag in refused.stdout and "pyproject.toml" in refused.stdout
+    check.root = tmp_path
+    return check
+
+
+def pom_without_scm(root: Path) -> None:
+    edit(root / "java/pom.xml", "<scm>", "<scm_>", "</scm>", "</scm_>")
+
+
+def changelog_section_empty(root: Path) -> None:
+    changelog = root / "CHANGELOG.md"
+    heading = f"## [{pyproject_version()}]"
+    before, after = changelog.read_text().split(heading)
+    changelog.write_text(f"{before}{heading} - 2026-01-01\n\n## [0.0.1] - 2025-01-01\n\n- old\n")
+
+
+# What the release check refuses: (change to the files, tag, what it says).
+RELEASE_REFUSALS = {
+    "another tag": (None, "v9.9.9", r"the tag v9\.9\.9 is not v{version}, pyproject\.toml's "
+                    r"version: tag the release v{version}"),
+    "not a v tag": (None, "{version}", r"the tag {version} is not v{version}"),
+    "the pom's version": (
+        lambda root: edit(root / "java/pom.xml", "<version>{version}</version>",
+                          "<version>9.9.9</version>"),
+        "v{version}", r"java/pom\.xml's version is 9\.9\.9, pyproject\.toml's {version}"),
+    "the pom's scm": (pom_without_scm, "v{version}",
+                      r"java/pom\.xml lacks what Maven Central requires: scm/url, scm/connection"),
+    "no CHANGELOG section": (
+        lambda root: edit(root / "CHANGELOG.md", "## [{version}]", "## [9.9.9]"),
+        "v{version}", r"CHANGELOG\.md has no section for {version}, or an empty one"),
+    "an empty CHANGELOG section": (changelog_section_empty, "v{version}",
+                                   r"CHANGELOG\.md has no section for {version}, or an empty one"),
+}  # fmt: skip
+
+
+def edit(path: Path, *replacements: str) -> None:
+    text = path.read_text()
+    for old, new in zip(replacements[::2], replacements[1::2]):
+        old = old.format(version=pyproject_version())
+        assert old in text, old
+        text = text.replace(old, new)
+    path.write_text(text)
+
+
+def test_the_release_check_passes_for_the_tag_the_version_makes(release_check):
+    status, output, notes = release_check(f"v{pyproject_version()}")
+    assert status == 0, output
+    changelog = (REPO_ROOT / "CHANGELOG.md").read_text()
+    assert notes.strip() and notes.strip() in changelog
+    assert "## [" not in notes
+
+
+@pytest.mark.parametrize("case", sorted(RELEASE_REFUSALS))
+def test_the_release_check_refuses_what_disagrees_and_says_what_to_change(release_check, case):
+    change, tag, message = RELEASE_REFUSALS[case]
+    version = pyproject_version()
+    if change is not None:
+        change(release_check.root)
+    status, output, notes = release_check(tag.format(version=version))
+    assert status == 1 and not notes
+    assert re.search(message.format(version=re.escape(version)), " ".join(output.split())), output
+
+
+def test_the_release_and_its_rehearsal_run_the_same_checks():
+    release = "\n".join(run_blocks((WORKFLOWS / "release.yml").read_text()))
+    rehearsal = (REPO_ROOT / ".ci" / "lanes").read_text()
+    assert 'python3 .ci/release.py check "$GITHUB_REF_NAME" notes.md' in release
+    assert "python3 .ci/release.py maven dist " in release
+    assert 'python .ci/release.py check "${tag}"' in rehearsal
+    assert 'python .ci/release.py maven "${DIST}" -DskipUpload=true' in rehearsal
 
 
 def supported_minors() -> list[tuple[int, int]]:
@@ -183,10 +216,10 @@ def test_readme_support_matrix_has_one_row_per_supported_minor():
 
 
 def test_the_default_ci_run_has_a_lane_for_every_supported_minor_and_platform():
-    lanes = set(tox_lanes())
+    default, _ = toxfile().lanes()
     minors = [minor for _, minor in supported_minors()]
     for minor in minors:
-        assert any(lane.split("-")[0] == f"tf2.{minor}" for lane in lanes), minor
+        assert any(lane.split("-")[0] == f"tf2.{minor}" for lane in default), minor
     oldest, newest = minors[0], minors[-1]
-    assert {"wheels", "source", "asan", "java", f"tf2.{oldest}-bullseye", f"tf2.{newest}-trixie",
-            f"tf2.{newest}-aarch64"} <= lanes  # fmt: skip
+    assert {"wheels", "lint", "source", "asan", "java", "release", f"tf2.{oldest}-bullseye",
+            f"tf2.{newest}-trixie", f"tf2.{newest}-aarch64"} <= set(default)  # fmt: skip

@@ -1,0 +1,53 @@
+"""The lanes of the supported TensorFlow minors, made from their range in pyproject.toml: tox
+loads this file, beside tox.ini, as a plugin. Each lane is named after its minor and takes the
+settings of its kind from tox.ini's [lane:KIND] section; the other lanes have sections of
+their own. `python3 .ci/toxfile.py` prints the lanes.
+"""
+
+import sys
+from pathlib import Path
+
+import pluggy
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "build_backend"))
+import supported_tensorflow
+
+impl = pluggy.HookimplMarker("tox")
+
+
+def lanes() -> tuple[dict[str, str | None], dict[str, str | None]]:
+    """The lanes of the default run, in its order (the longest first), and those run only by
+    name; each with its kind, or None for a lane with a section of its own."""
+    oldest, *middle, newest = (minor for _, minor in supported_tensorflow.minors())
+    default = {"wheels": None, "lint": None, "source": None, "asan": None,
+               f"tf2.{newest}-aarch64": "emulated", f"tf2.{oldest}": "oldest",
+               f"tf2.{oldest}-bullseye": "debian", f"tf2.{newest}-trixie": "debian",
+               **{f"tf2.{minor}": "minor" for minor in middle}, "java": None, "release": None}
+    named = {f"tf2.{newest}": "minor",
+             **{f"tf2.{minor}-aarch64": "emulated" for minor in (oldest, *middle)},
+             **{f"tf2.{minor}-in-place": "in-place" for minor in (oldest, *middle)},
+             "nightly": None}  # fmt: skip
+    return default, named
+
+
+@impl
+def tox_extend_envs():
+    return list(lanes()[1])
+
+
+@impl
+def tox_add_core_config(core_conf, state):
+    from tox.config.loader.memory import MemoryLoader
+    from tox.config.types import EnvList
+
+    default, named = lanes()
+    core_conf.loaders.insert(0, MemoryLoader(env_list=EnvList(list(default))))
+    for lane, kind in {**default, **named}.items():
+        if kind is not None:
+            seed = MemoryLoader(base=[f"lane:{kind}", "testenv"])
+            state.conf.memory_seed_loaders[lane].append(seed)
+
+
+if __name__ == "__main__":
+    for group in lanes():
+        print(*group)
