@@ -1,9 +1,10 @@
 """The TensorFlow releases tf_stopgrad supports, read from the one place they are written:
 the ``tensorflow`` requirement in pyproject.toml's ``[project] dependencies``.
 
-Used by the build backend, by ``.ci/run`` (``python3 build_backend/supported_tensorflow.py``
-prints the supported minor numbers) and by the tests. Standard library only, as it runs
-before anything is installed.
+Used by the build backend, java/op_libraries.py, CI (.ci/toxfile.py makes the lanes from it;
+``python3 build_backend/supported_tensorflow.py`` prints the supported minor numbers for
+.ci/run and .ci/lanes) and the tests. Standard library only, as it runs before anything is
+installed.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 
 
 def requirement(pyproject: Path = PYPROJECT) -> str:
-    """The requirement string, e.g. ``tensorflow>=2.15,<2.22``."""
+    """The requirement string, ``tensorflow>=X.A,<X.B``."""
     found = re.search(r'"(tensorflow\s*>=[^"]+)"', pyproject.read_text())
     if found is None:
         raise ValueError(f"{pyproject} has no 'tensorflow>=...' dependency")
@@ -24,7 +25,7 @@ def requirement(pyproject: Path = PYPROJECT) -> str:
 
 
 def minors(pyproject: Path = PYPROJECT) -> list[tuple[int, int]]:
-    """Every supported (major, minor), oldest first: ``>=2.15,<2.22`` gives 2.15 to 2.21."""
+    """Every supported (major, minor), oldest first: ``>=X.A,<X.B`` gives X.A to X.(B-1)."""
     bounds = re.fullmatch(r"tensorflow>=(\d+)\.(\d+),<(\d+)\.(\d+)", requirement(pyproject))
     if bounds is None:
         raise ValueError(f"expected 'tensorflow>=X.Y,<X.Z' in {pyproject}")
@@ -35,7 +36,7 @@ def minors(pyproject: Path = PYPROJECT) -> list[tuple[int, int]]:
 
 
 def describe(pyproject: Path = PYPROJECT) -> str:
-    """``2.15-2.21``: the range as people write it."""
+    """``X.A-X.Z``, the first and last supported minors: the range as people write it."""
     (major, low), *_, (_, high) = minors(pyproject)
     return f"{major}.{low}-{major}.{high}"
 

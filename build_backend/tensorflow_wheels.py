@@ -1,12 +1,13 @@
 """TensorFlow releases as build inputs, taken from their wheels without installing them.
 
 For each minor release and machine architecture (``x86_64``, ``aarch64``), ``pip download``
-fetches the newest patch release's wheel for that architecture, and only the headers and the
-two libraries an op library links are unpacked, into a cache directory that later builds reuse
-(pip keeps no copy of the wheel: the unpacked release is the cache):
+fetches the newest patch release's wheel for that architecture (with SOURCE_DATE_EPOCH, the
+newest uploaded before that time; a release already in the cache is taken as it is), and only
+the headers and the two libraries an op library links are unpacked, into a cache directory that
+later builds reuse (pip keeps no copy of the wheel: the unpacked release is the cache):
 
     $TF_STOPGRAD_CACHE, or $XDG_CACHE_HOME/tf_stopgrad, or ~/.cache/tf_stopgrad
-        tensorflow-2.21.0-aarch64/  include/  libtensorflow_framework.so.2  libtensorflow_cc.so.2
+        tensorflow-2.N.P-aarch64/  include/  libtensorflow_framework.so.2  libtensorflow_cc.so.2
 
 Some releases' ``tensorflow`` wheel for an architecture is a shell that only requires the
 distribution that holds TensorFlow there (2.15 on aarch64: ``tensorflow-cpu-aws``); the
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 import staging
@@ -147,6 +149,10 @@ def _download(requirement: str, architecture: str, into: Path) -> Path:
     command = [*_PIP, "download", "--no-deps", "--quiet", "--no-cache-dir",
                "--only-binary=:all:", "--disable-pip-version-check", "--dest", str(into),
                *_platform_options(architecture), requirement]  # fmt: skip
+    # A build dated by SOURCE_DATE_EPOCH takes the releases that were out then, whenever it runs.
+    if os.environ.get("SOURCE_DATE_EPOCH"):
+        uploaded_before = datetime.fromtimestamp(int(os.environ["SOURCE_DATE_EPOCH"]), timezone.utc)
+        command[-1:-1] = ["--uploaded-prior-to", uploaded_before.isoformat()]
     print(f"tf_stopgrad: fetching {requirement} for {architecture} (headers and libraries only)",
           file=sys.stderr)  # fmt: skip
     before = set(into.glob("*.whl"))

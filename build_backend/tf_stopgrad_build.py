@@ -2,9 +2,9 @@
 
 ``pip install .`` builds one op library, for the TensorFlow of the environment being installed
 into (the installing interpreter says which, as pip's isolation hides it); without one there,
-for the newest supported release, unpacked from its wheel. ``pip wheel . -C
-tensorflow=2.15-2.21 [-C arch=aarch64]`` builds one per minor, each against that release's
-wheel, into one ``py3-none`` wheel tagged with the manylinux platform ``auditwheel`` measures.
+for the newest supported release, unpacked from its wheel. ``pip wheel . -C tensorflow=all
+[-C arch=aarch64]`` builds one per supported minor, each against that release's wheel, into
+one ``py3-none`` wheel tagged with the manylinux platform ``auditwheel`` measures.
 Both first check that a C++17 compiler works and that the TensorFlow found is supported.
 BUILD_NOTES.md says why each step is as it is.
 """
@@ -183,8 +183,8 @@ def _working_cxx_compiler(cross_architecture: str | None = None) -> list[str]:
 
 
 def _parse_releases(requested: str) -> list[tuple[int, int]]:
-    """``all`` (every supported minor release), or ``2.15-2.21``, ``2.18`` or ``2.15,2.18``:
-    each must be a supported minor release."""
+    """``all`` (every supported minor release), or minors, ``2.18``, spans, ``2.15-2.18``, or
+    both, ``2.15,2.17-2.18``: each a supported minor release."""
     supported = supported_tensorflow.minors()
     if requested == "all":
         return supported
@@ -192,8 +192,9 @@ def _parse_releases(requested: str) -> list[tuple[int, int]]:
     for part in requested.split(","):
         bounds = re.fullmatch(r"\s*(\d+)\.(\d+)\s*(?:-\s*(\d+)\.(\d+)\s*)?", part)
         if bounds is None:
-            raise _fail(f"-C {RELEASES_SETTING}={requested!r}: write releases as all, 2.15-2.21, "
-                        "2.18 or 2.15,2.18")  # fmt: skip
+            raise _fail(f"-C {RELEASES_SETTING}={requested!r}: write releases as all, as a "
+                        f"span ({supported_tensorflow.describe()}), or as minors and spans "
+                        "joined by commas")  # fmt: skip
         major, low, high_major, high = bounds.groups()
         first, last = (int(major), int(low)), (int(high_major or major), int(high or low))
         wanted += [minor for minor in supported if first <= minor <= last]

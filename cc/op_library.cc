@@ -1,5 +1,5 @@
-// The op library as one translation unit: a wheel build for seven TensorFlow releases parses
-// TensorFlow's headers once per release instead of once per source file. (CMake's own unity
+// The op library as one translation unit: a wheel build for every supported TensorFlow release
+// parses TensorFlow's headers once per release instead of once per source file. (CMake's own unity
 // build writes absolute #include paths, which break on checkout paths holding a quote.)
 //
 // portable_libstdcxx.cc comes first: its definitions are hidden only if they are the first

@@ -21,8 +21,8 @@ function(check_tensorflow_headers tf_version tf_include_dirs tf_compile_options)
   file(WRITE "${probe}" "${probe_text}\n")
 
   # The compiler itself, not try_compile: its arguments are passed as they are, so paths with
-  # quotes or spaces are safe. The preprocessor alone finds a header that is not shipped, in a
-  # tenth of the time the parse takes (which the build then does once, not twice).
+  # quotes or spaces are safe. The preprocessor alone finds a header that is not shipped, sooner
+  # than a parse (which the build then does once, not twice).
   list(TRANSFORM tf_include_dirs PREPEND "-I" OUTPUT_VARIABLE include_flags)
   execute_process(
     COMMAND "${CMAKE_CXX_COMPILER}" -E -o /dev/null -w ${include_flags} ${tf_compile_options} "${probe}"

@@ -34,7 +34,7 @@ def build_wheel(wheel_dir: Path, architecture: str) -> None:
     print(f"op_libraries.py: building the {architecture} wheel for TensorFlow {releases}")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(wheel_dir), str(REPO),
-         "-C", f"tensorflow={releases}", "-C", f"arch={architecture}"],
+         "-C", "tensorflow=all", "-C", f"arch={architecture}"],
         check=True,
     )  # fmt: skip
 

@@ -1,5 +1,5 @@
 """Builds C programs against TensorFlow's C API (``tensorflow/c/c_api.h``), as the Java, Go,
-Rust and C# bindings and TF Serving use it.
+Rust and C# bindings use it.
 
 The programs link TensorFlow's own libraries only, never the plugin's op library: whatever
 they know of tf_stopgrad they must get at run time (``TF_LoadLibrary``) or not at all.

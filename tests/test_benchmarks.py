@@ -57,6 +57,7 @@ def quick_run(tmp_path_factory) -> tuple[list[Row], list[tuple[int, int]]]:
     return rows, reported
 
 
+@pytest.mark.slow
 def test_every_case_has_a_row_with_finite_numbers(quick_run):
     rows, _ = quick_run
     cases = [row.case for row in rows]
@@ -69,6 +70,7 @@ def test_every_case_has_a_row_with_finite_numbers(quick_run):
         assert (row.reference is None) == (row.ratio is None), row
 
 
+@pytest.mark.slow
 def test_progress_counts_up_to_the_total(quick_run):
     _, reported = quick_run
     assert reported
@@ -83,6 +85,7 @@ def test_a_missed_absolute_target_is_reported_with_what_was_measured():
     assert "| import | 60.00 ms | — | — | ≤ 53 ms | **no** |" in report.results([row])
 
 
+@pytest.mark.slow
 def test_command_line_prints_the_table_and_writes_the_chart_and_the_page(tmp_path, capsys):
     chart, page = tmp_path / "ratios.png", tmp_path / "benchmarks.md"
     argv = ["--quick", "--rounds", "1", "--plot", str(chart), "--markdown", str(page)]

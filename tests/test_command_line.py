@@ -31,12 +31,14 @@ def main_job() -> subprocess.CompletedProcess:
     return run_command(cwd=REPO_ROOT)
 
 
+@pytest.mark.slow
 def test_main_job_prints_no_tensorflow_log_lines_by_default(main_job):
     assert main_job.returncode == 0, main_job.stdout + main_job.stderr
     assert "All checks passed." in main_job.stdout
     assert not TF_LOG_LINE.search(main_job.stdout + main_job.stderr), main_job.stderr
 
 
+@pytest.mark.slow
 def test_the_self_check_says_on_which_devices_it_ran(main_job):
     if tf.config.list_physical_devices("GPU"):
         expected = ["Self-check on CPU:0", "Self-check on GPU:0"]
@@ -97,6 +99,7 @@ def run_logging_at_exit(tmp_path, *interpreter_arguments: str) -> subprocess.Com
         (["-m", "script", "-m", "tf_stopgrad"], False),
     ],
 )
+@pytest.mark.slow
 def test_only_the_command_without_tf_logs_hides_tensorflow_log_lines(
     interpreter_arguments, quiet, tmp_path
 ):
@@ -183,6 +186,7 @@ WITHOUT_SKLEARN = (
 
 
 @pytest.mark.parametrize("name", ["em", "rbm", "adversarial"])
+@pytest.mark.slow
 def test_demo_without_scikit_learn_says_how_to_install_it(name, tmp_path):
     result = subprocess.run(
         [sys.executable, "-c", WITHOUT_SKLEARN, "demo", name, "--quick"],

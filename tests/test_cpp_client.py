@@ -21,7 +21,7 @@ MESSAGE = "labels are sampled, not learned"  # the message client_api_check.cc p
 INPUT = [3.0, -1.5, 0.25, 8.0]  # the constant client_api_check.cc builds
 
 pytestmark = [
-    pytest.mark.compiler,
+    pytest.mark.slow,
     pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ on PATH"),
 ]
 
@@ -102,6 +102,7 @@ def test_cmake_dir_holds_the_package_and_its_version_file():
     assert (directory / "tf_stopgradConfigVersion.cmake").is_file()
 
 
+@pytest.mark.compiler
 def test_cmake_package_asked_with_a_python_without_tf_stopgrad_says_which_python_to_use(
     tmp_path,
 ):
@@ -127,6 +128,7 @@ def values(text):
     return np.array([float(v) for v in text.split()], dtype=np.float32)
 
 
+@pytest.mark.compiler
 def test_program_builds_nodes_of_our_op_types(program_output):
     assert program_output["stop_op_type"] == tf_stopgrad.STOP_GRADIENT_OP
     assert program_output["prevent_op_type"] == tf_stopgrad.PREVENT_GRADIENT_OP
@@ -134,6 +136,7 @@ def test_program_builds_nodes_of_our_op_types(program_output):
     assert program_output["graph"] == "ok"
 
 
+@pytest.mark.compiler
 def test_nodes_get_the_builtin_default_names(program_output):
     # Ours are made first, so the built-in's, in the same scope, come second in the sequence.
     assert program_output["node_names"].split() == [
@@ -142,6 +145,7 @@ def test_nodes_get_the_builtin_default_names(program_output):
 
 
 @pytest.mark.parametrize("op", ["stop", "prevent"])
+@pytest.mark.compiler
 def test_forward_is_the_input_like_builtin(program_output, op):
     np.testing.assert_array_equal(values(program_output["input"]), INPUT)
     np.testing.assert_array_equal(values(program_output[f"{op}_forward"]), INPUT)
@@ -150,6 +154,7 @@ def test_forward_is_the_input_like_builtin(program_output, op):
     )
 
 
+@pytest.mark.compiler
 def test_symbolic_gradient_of_stopped_product_is_the_input_like_builtin(program_output):
     # d/dx sum(stop(x) * x) = stop(x) = x: AddSymbolicGradients must not differentiate stop(x).
     np.testing.assert_array_equal(values(program_output["stop_gradient"]), INPUT)
@@ -158,6 +163,7 @@ def test_symbolic_gradient_of_stopped_product_is_the_input_like_builtin(program_
     )
 
 
+@pytest.mark.compiler
 def test_symbolic_gradient_through_prevent_gradient_fails_with_its_message(program_output):
     status = program_output["prevent_gradient"]
     assert status.startswith("INVALID_ARGUMENT")

@@ -21,6 +21,8 @@ import numpy as np
 import pytest
 from workers.launch import Worker, free_loopback_ports, run_together, worker_result
 
+pytestmark = pytest.mark.slow
+
 MIRRORED_TIMEOUT_S = 120
 MULTI_WORKER_TIMEOUT_S = 90
 # A bound on a hang, not a speed target: under CI load each process imports TensorFlow in ~25 s.

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from workers.launch import worker_result
 
+pytestmark = pytest.mark.slow
+
 TIMEOUT_S = 120
 LAYOUTS = ("sharded", "replicated")
 FORWARD_SCENARIOS = ("stop", "prevent", "stop_variable", "stop_in_function", "prevent_in_function")

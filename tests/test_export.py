@@ -306,10 +306,12 @@ def without_plugin(workdir, exported, tflite_models, onnx_models) -> dict:
     return json.loads((workdir / "results.json").read_text())
 
 
+@pytest.mark.slow
 def test_the_consumer_process_cannot_import_the_plugin(without_plugin):
     assert without_plugin["plugin_importable"] is False
 
 
+@pytest.mark.slow
 def test_loaded_export_gives_bit_identical_outputs(without_plugin):
     plugin = plugin_model()
     x = tf.constant(INPUTS)
@@ -318,6 +320,7 @@ def test_loaded_export_gives_bit_identical_outputs(without_plugin):
     np.testing.assert_array_equal(np.float32(loaded["prevented"]), plugin.prevented(x).numpy())
 
 
+@pytest.mark.slow
 def test_gradients_through_the_loaded_export_equal_the_plugin_models(without_plugin):
     expected = expected_results()
     loaded = without_plugin["saved_model"]
@@ -325,6 +328,7 @@ def test_gradients_through_the_loaded_export_equal_the_plugin_models(without_plu
     np.testing.assert_array_equal(np.float32(loaded["gradient_scale"]), expected["gradient_scale"])
 
 
+@pytest.mark.slow
 def test_differentiating_through_the_exported_prevent_raises_with_the_message(without_plugin):
     error = without_plugin["saved_model"]["prevent_error"]
     assert error is not None and "explicitly disabled" in error and MESSAGE in error
@@ -341,6 +345,7 @@ def expected_output(name: str) -> np.ndarray:
 
 
 @pytest.mark.parametrize("name", ["tflite_saved_model", "tflite_keras", "tflite_concrete"])
+@pytest.mark.slow
 def test_tflite_interpreter_matches_tensorflow(without_plugin, name):
     if name == "tflite_keras" and keras_tflite_broken():
         pytest.skip(keras_tflite_broken())
@@ -350,6 +355,7 @@ def test_tflite_interpreter_matches_tensorflow(without_plugin, name):
 
 
 @pytest.mark.parametrize("name", ["onnx_cli", "onnx_keras", "onnx_function"])
+@pytest.mark.slow
 def test_onnxruntime_matches_tensorflow(without_plugin, name):
     missing = onnx_tools_missing()
     if missing:

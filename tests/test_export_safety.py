@@ -110,6 +110,7 @@ def save_v1_as_text(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_text_format_source_exports_to_a_binary_saved_model_that_loads_without_plugin(
     workdir, source
 ):
@@ -132,6 +133,7 @@ def test_text_format_source_exports_to_a_binary_saved_model_that_loads_without_p
 # --- 2. The same bytes in any process -----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_processes_write_byte_identical_saved_model_pb(workdir, source):
     # Map fields whose order an ordinary serialization leaves to chance.
     saved_model = export._read_saved_model(source / "saved_model.pb")
@@ -161,6 +163,7 @@ def test_two_processes_write_byte_identical_saved_model_pb(workdir, source):
 # --- 3. A killed export and a live one ----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_killed_exports_leftover_is_removed_by_the_next_export_and_nothing_else(workdir, source):
     parent = workdir / "killed"
     parent.mkdir()
@@ -197,6 +200,7 @@ def test_a_killed_exports_leftover_is_removed_by_the_next_export_and_nothing_els
     np.testing.assert_allclose(np.float32(loaded["after_kill"]), expected_y(), rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_live_exports_staging_is_left_alone_and_it_then_refuses_a_filled_destination(
     workdir, source
 ):
@@ -253,6 +257,7 @@ def unwritable_dir(tmp_path):
 
 
 @pytest.mark.parametrize("below", ["model", "new/model"])
+@pytest.mark.slow
 def test_an_unwritable_parent_is_refused_naming_the_destination(source, unwritable_dir, below):
     destination = unwritable_dir / below
     with pytest.raises(
@@ -349,6 +354,7 @@ def small_file_system(tmp_path):
         subprocess.run(["umount", str(mount_point)], check=True)
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_reported_naming_the_destination_and_leaves_nothing(
     source_copy, small_file_system
 ):

@@ -179,7 +179,7 @@ PREVENT_DIFFERENTIATIONS = [
 BUILTIN_WORDING = "Gradient explicitly disabled. Reason: "
 # Inside a tf.function that autograph converts, it re-raises the LookupError as its
 # StagingError (the built-in's too), with the user-code frames before the original message.
-# Where autograph cannot convert the function (TensorFlow 2.21 on Python 3.13), the
+# Where autograph cannot convert the function (seen with Python 3.13), the
 # LookupError comes through as it is. Either way, ours must raise what the built-in raises.
 RAISED = {differentiate: (LookupError,) for differentiate in PREVENT_DIFFERENTIATIONS}
 RAISED[function_tape_gradient] = (StagingError, LookupError)

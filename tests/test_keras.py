@@ -27,6 +27,7 @@ class BuiltinStopGradient(keras.layers.Layer):
         return tf.stop_gradient(inputs)
 
 
+@pytest.mark.slow
 def test_layers_are_a_lazily_imported_submodule(tmp_path):
     result = worker_result("report_lazy_keras.py", cwd=tmp_path, timeout=SUBPROCESS_TIMEOUT_S)
     assert result == {
@@ -174,6 +175,7 @@ def test_keras_file_reloads_in_this_process(saved_keras_file):
     assert reloaded.get_layer("guard").message == MESSAGE
 
 
+@pytest.mark.slow
 def test_keras_file_reloads_in_a_fresh_process(saved_keras_file):
     path, expected = saved_keras_file
     (path.parent / "inputs.json").write_text(json.dumps(INPUTS.tolist()))

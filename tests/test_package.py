@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import importlib.metadata
+import importlib.resources
 import json
 import os
 import platform
@@ -59,15 +60,6 @@ def test_each_language_names_the_op_types_the_library_registers():
     }
 
 
-# The newest symbol versions each manylinux policy allows, from auditwheel's policy list.
-MANYLINUX_SYMBOL_VERSIONS = {
-    (2, 17): {"GLIBC": "2.17", "GLIBCXX": "3.4.19", "CXXABI": "1.3.7"},  # manylinux2014
-    (2, 24): {"GLIBC": "2.24", "GLIBCXX": "3.4.22", "CXXABI": "1.3.10"},
-    (2, 27): {"GLIBC": "2.27", "GLIBCXX": "3.4.24", "CXXABI": "1.3.11"},
-    (2, 28): {"GLIBC": "2.28", "GLIBCXX": "3.4.24", "CXXABI": "1.3.11"},
-}
-
-
 def dotted(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
@@ -119,10 +111,21 @@ def needed_symbol_versions(library: str) -> dict[str, str]:
     return needed
 
 
+def manylinux_symbol_versions(glibc: tuple[int, int]) -> dict[str, str]:
+    """The newest GLIBC, GLIBCXX and CXXABI versions that the manylinux policy of ``glibc``
+    allows on this machine's architecture, from auditwheel's list of policies."""
+    policies = importlib.resources.files("auditwheel.policy") / "manylinux-policy.json"
+    (policy,) = [policy for policy in json.loads(policies.read_text())
+                 if policy["name"] == "manylinux_{}_{}".format(*glibc)]  # fmt: skip
+    allowed = policy["symbol_versions"][platform.machine()]
+    return {prefix: max((v for v in allowed[prefix] if re.fullmatch(r"[\d.]+", v)), key=dotted)
+            for prefix in ("GLIBC", "GLIBCXX", "CXXABI")}  # fmt: skip
+
+
 def test_the_op_library_needs_no_newer_glibc_or_libstdcxx_than_its_tensorflow():
-    # Wherever this TensorFlow installs, its op library loads: 2.15-2.20 are manylinux2014.
+    # Wherever this TensorFlow installs, its op library loads.
     needed = needed_symbol_versions(tf_stopgrad.library_path())
-    allowed = MANYLINUX_SYMBOL_VERSIONS[tensorflow_platform_floor()]
+    allowed = manylinux_symbol_versions(tensorflow_platform_floor())
     too_new = {prefix: version for prefix, version in needed.items()
                if dotted(version) > dotted(allowed[prefix])}  # fmt: skip
     assert not too_new, f"needs {too_new}; TensorFlow {tf.__version__}'s platform allows {allowed}"

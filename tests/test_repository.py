@@ -2,7 +2,8 @@
 release's checks, all against the supported range of pyproject.toml.
 
 These read the repository's files (the workflows with regular expressions over their lines, as
-PyYAML is no test dependency) and run .ci/release.py, without TensorFlow or a build.
+PyYAML is no test dependency) and run .ci/release.py; none uses TensorFlow, which conftest.py
+imports all the same.
 """
 
 from __future__ import annotations
@@ -174,6 +175,7 @@ def edit(path: Path, *replacements: str) -> None:
     path.write_text(text)
 
 
+@pytest.mark.slow
 def test_the_release_check_passes_for_the_tag_the_version_makes(release_check):
     status, output, notes = release_check(f"v{pyproject_version()}")
     assert status == 0, output
@@ -182,6 +184,7 @@ def test_the_release_check_passes_for_the_tag_the_version_makes(release_check):
     assert "## [" not in notes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(RELEASE_REFUSALS))
 def test_the_release_check_refuses_what_disagrees_and_says_what_to_change(release_check, case):
     change, tag, message = RELEASE_REFUSALS[case]
@@ -223,3 +226,23 @@ def test_the_default_ci_run_has_a_lane_for_every_supported_minor_and_platform():
     oldest, newest = minors[0], minors[-1]
     assert {"wheels", "lint", "source", "asan", "java", "release", f"tf2.{oldest}-bullseye",
             f"tf2.{newest}-trixie", f"tf2.{newest}-aarch64"} <= set(default)  # fmt: skip
+
+
+def test_changelog_names_the_newest_supported_minor():
+    major, newest = supported_minors()[-1]
+    changelog = (REPO_ROOT / "CHANGELOG.md").read_text()
+    assert re.search(rf"\b{major}\.{newest}\b", changelog), f"no line names {major}.{newest}"
+
+
+def test_readme_support_marks_are_what_the_lanes_test():
+    default, named = toxfile().lanes()
+    readme = (REPO_ROOT / "README.md").read_text()
+    newest = supported_minors()[-1][1]
+    for minor, *cells in re.findall(r"^\| 2\.(\d+) \|" + r" *([^|]*?) *\|" * 5, readme, re.M):
+        x86_64, aarch64, python39, python311, python313 = cells
+        host_lane = f"tf2.{minor}" in default or int(minor) == newest  # the source lane: newest
+        assert (x86_64 == "✓") == host_lane == (python311 == "✓"), minor
+        emulated = f"tf2.{minor}-aarch64"
+        assert aarch64 == ("✓" if emulated in default else "○" if emulated in named else ""), minor
+        assert (python39 == "✓") == (f"tf2.{minor}-bullseye" in default), minor
+        assert (python313 == "✓") == (f"tf2.{minor}-trixie" in default), minor

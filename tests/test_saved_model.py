@@ -110,6 +110,7 @@ def loaded(saved_models) -> dict:
 
 
 @pytest.mark.parametrize("function", ["stopped", "prevented", "gradient_inside"])
+@pytest.mark.slow
 def test_loaded_function_matches_builtin(loaded, function):
     module = builtin_module()
     expected = getattr(module, function)(tf.constant(INPUTS)).numpy()
@@ -121,6 +122,7 @@ def test_inputs_tell_a_masked_gradient_inside_from_an_unmasked_one():
     assert not np.allclose(masked.gradient_inside(x), unmasked.gradient_inside(x))
 
 
+@pytest.mark.slow
 def test_gradient_through_loaded_function_is_masked(loaded):
     expected_x, expected_scale = gradients_of_stopped(builtin_module())
     np.testing.assert_allclose(loaded["stopped_gradient_x"], expected_x, rtol=1e-6)
@@ -130,6 +132,7 @@ def test_gradient_through_loaded_function_is_masked(loaded):
     assert not np.allclose(unstopped_scale, expected_scale)
 
 
+@pytest.mark.slow
 def test_gradient_through_loaded_prevent_gradient_raises_like_builtin(loaded):
     x, module = tf.constant(INPUTS), builtin_module()
     with pytest.raises(LookupError) as builtin_error, tf.GradientTape() as tape:
@@ -140,6 +143,7 @@ def test_gradient_through_loaded_prevent_gradient_raises_like_builtin(loaded):
     assert MESSAGE in error["message"]
 
 
+@pytest.mark.slow
 def test_loaded_keras_model_serves_like_builtin(saved_models, loaded):
     _, builtin_model = saved_models
     expected = builtin_model(np.array(INPUTS, dtype=np.float32))
@@ -154,6 +158,7 @@ def test_loaded_keras_model_serves_like_builtin(saved_models, loaded):
     ],
     ids=["stop_gradient", "prevent_gradient"],
 )
+@pytest.mark.slow
 def test_loading_without_import_names_the_missing_op(tmp_path, op, op_type):
     module = tf.Module()
     module.run = tf.function(lambda x: op(x) * 2.0, input_signature=[INPUT_SPEC])

@@ -1,9 +1,9 @@
 """v1 Session graphs: ours behaves exactly like the built-in, side by side in one Session.
 
 The op library's graph pass gives the plugin's nodes the built-in types in the session's own
-copy of the graph, so Grappler prunes them where it prunes the built-in's. Every test builds
+copy of the graph, so Grappler prunes them where it prunes the built-in's. Most tests build
 the same program twice in one graph, under the name scopes ``ours/`` and ``builtin/``, and
-compares what the session returns and the partition graphs it really ran.
+compare what the session returns and the partition graphs it really ran.
 """
 
 import json

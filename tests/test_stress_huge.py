@@ -69,6 +69,7 @@ def huge_results(tmp_path_factory):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("spec", HUGE_TENSORS, ids=lambda spec: spec["name"])
+@pytest.mark.slow
 def test_huge_tensor_passes_through_without_copy(spec, op, mode, huge_results):
     ours = huge_results[spec["name"], op, mode, "ours"]
     builtin = huge_results[spec["name"], op, mode, "built-in"]

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from stress_support import finish, report, start_python
 from test_loading import INSTALLED_PACKAGE, TIMEOUT, WORKER, assert_all_checks_pass, single_record
+
+pytestmark = pytest.mark.slow
 
 CONCURRENT_PROCESSES = 8
 

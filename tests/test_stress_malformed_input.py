@@ -13,6 +13,8 @@ import pytest
 from stress_support import assert_not_crashed, report, run_worker, scaled
 from workers.malformed_inputs import INPUTS, MESSAGES, MODES, OPS
 
+pytestmark = pytest.mark.slow
+
 FUZZED_STRUCTURES = scaled(short=200, long=2_000)
 
 

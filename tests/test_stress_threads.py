@@ -1,7 +1,7 @@
 """Eight threads calling both ops at once, eagerly, under tapes and through one shared tf.function.
 
 Every output must be bit-identical to its input and to the built-in op's output, and no call
-may raise. The shared tf.function is first traced from all threads at once.
+may raise. The shared tf.function is traced from several threads at once.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@
     python -m tf_stopgrad export SRC DST [--inference]
     python -m tf_stopgrad --cmake-dir          where find_package(tf_stopgrad CONFIG) looks
 
-TensorFlow's C++ log lines are hidden unless --tf-logs is given (anywhere on the line).
+TensorFlow's C++ log lines are hidden unless --tf-logs is given (anywhere on the line) or
+TF_CPP_MIN_LOG_LEVEL is set.
 """
 
 from __future__ import annotations

@@ -80,9 +80,8 @@ def _libraries_by_minor() -> dict[str, dict[str, Any]]:
 
 
 def covered_releases() -> str:
-    """The TensorFlow releases this install has op libraries for: ``2.21.0`` for a source
-    build, ``2.15-2.21`` for the wheel that serves them all, ``2.15, 2.18`` or
-    ``2.15-2.16, 2.18`` for a wheel built for some of them."""
+    """The TensorFlow releases this install has op libraries for: the release (``2.18.1``) of
+    a source build; else the minors, runs of them joined (``2.15-2.16, 2.18``)."""
     libraries = _libraries_by_minor()
     if len(libraries) == 1:
         return next(iter(libraries.values()))["tf_version"]

@@ -93,7 +93,7 @@ static void print_values(TF_Graph* graph, TF_Status* status, const char* label,
   TF_DeleteSessionOptions(options);
 }
 
-/* Forward value, op type and node name of one forwarding op, then the gradient of
+/* Forward value and op type of one forwarding op, then the gradient of
  * sum(op(x) * x) through TF_AddGradients, or the status it returned. */
 static void report(const char* label, const char* op_type, const char* message) {
   TF_Status* status = TF_NewStatus();

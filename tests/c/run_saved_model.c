@@ -1,4 +1,4 @@
-/* Loads a SavedModel through TensorFlow's C API, as TF Serving and the Java and Go bindings
+/* Loads a SavedModel through TensorFlow's C API, as the Java and Go bindings
  * do, and runs one signature on a float32 matrix. It links TensorFlow only, never the
  * plugin, so a model that still used the plugin's ops would fail to load.
  *

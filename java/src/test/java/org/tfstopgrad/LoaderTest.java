@@ -18,6 +18,15 @@ import org.tensorflow.proto.OpDef;
 /** Which op library the loader picks, where it puts it, and how it refuses. */
 class LoaderTest {
 
+  /** The supported minors, [first, last + 1), from the one place they are written: the
+   * tensorflow requirement of pyproject.toml. */
+  static int[] supportedMinors() throws Exception {
+    String pyproject = Files.readString(Paths.get(System.getProperty("basedir"), "..", "pyproject.toml"));
+    Matcher range = Pattern.compile("\"tensorflow>=2\\.(\\d+),<2\\.(\\d+)\"").matcher(pyproject);
+    assertTrue(range.find(), "pyproject.toml names no TensorFlow range");
+    return new int[] {Integer.parseInt(range.group(1)), Integer.parseInt(range.group(2))};
+  }
+
   @Test
   void loadsTheLibraryForTheRunningTensorFlowOnce() {
     Path library = TfStopgrad.load();
@@ -42,14 +51,16 @@ class LoaderTest {
   }
 
   @Test
-  void aTensorFlowWithoutALibraryIsRefusedWithTheTestedReleases() {
+  void aTensorFlowWithoutALibraryIsRefusedWithTheTestedReleases() throws Exception {
     UnsupportedOperationException refused =
         assertThrows(
             UnsupportedOperationException.class,
             () -> TfStopgrad.libraryResource("linux-x86_64", "2.10.1"));
+    int[] range = supportedMinors();
     assertTrue(
         refused.getMessage().matches(
-            "tf_stopgrad has op libraries for TensorFlow 2\\.15, .*2\\.21 on linux-x86_64, but this"
+            "tf_stopgrad has op libraries for TensorFlow 2\\." + range[0] + ", .*2\\." + (range[1] - 1)
+                + " on linux-x86_64, but this"
                 + " TensorFlow Java runs TensorFlow 2\\.10\\.1\\. Use a TensorFlow Java release whose"
                 + " TensorFlow is one of those; tested: 1\\.0\\.0 \\(TensorFlow 2\\.16\\), 1\\.1\\.0"
                 + " \\(TensorFlow 2\\.18\\) .*"),
@@ -79,12 +90,9 @@ class LoaderTest {
       listed = new String(list.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
     }
     List<String> lines = listed.lines().collect(Collectors.toList());
-    // The one place the supported releases are written: "tensorflow>=2.15,<2.22".
-    String pyproject = Files.readString(Paths.get(System.getProperty("basedir"), "..", "pyproject.toml"));
-    Matcher range = Pattern.compile("\"tensorflow>=2\\.(\\d+),<2\\.(\\d+)\"").matcher(pyproject);
-    assertTrue(range.find(), "pyproject.toml names no TensorFlow range");
+    int[] range = supportedMinors();
     for (String platform : List.of("linux-x86_64", "linux-arm64")) {
-      for (int minor = Integer.parseInt(range.group(1)); minor < Integer.parseInt(range.group(2)); minor++) {
+      for (int minor = range[0]; minor < range[1]; minor++) {
         String library = platform + "/libtf_stopgrad_ops-tf2." + minor + ".so";
         assertTrue(lines.contains(library), library + " not in " + lines);
         assertTrue(TfStopgrad.class.getResource("/org/tfstopgrad/native/" + library) != null, library);
