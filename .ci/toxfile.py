@@ -1,7 +1,7 @@
-"""The lanes of the supported TensorFlow minors, made from their range in pyproject.toml: tox
-loads this file, beside tox.ini, as a plugin. Each lane is named after its minor and takes the
-settings of its kind from tox.ini's [lane:KIND] section; the other lanes have sections of
-their own. `python3 .ci/toxfile.py` prints the lanes.
+"""The lanes of the supported TensorFlow minors, made from their range in pyproject.toml (tox
+loads this file, beside tox.ini, as a plugin). Each is named after its minor and takes the
+settings of its kind from tox.ini's [lane:KIND]; None marks a lane with a section of its own.
+`python3 .ci/toxfile.py` prints them.
 """
 
 import sys
@@ -16,17 +16,15 @@ impl = pluggy.HookimplMarker("tox")
 
 
 def lanes() -> tuple[dict[str, str | None], dict[str, str | None]]:
-    """The lanes of the default run, in its order (the longest first), and those run only by
-    name; each with its kind, or None for a lane with a section of its own."""
+    """The lanes of the default run, in its order (the longest first), and the named-only."""
     oldest, *middle, newest = (minor for _, minor in supported_tensorflow.minors())
     default = {"wheels": None, "lint": None, "source": None, "asan": None,
                f"tf2.{newest}-aarch64": "emulated", f"tf2.{oldest}": "oldest",
                f"tf2.{oldest}-bullseye": "debian", f"tf2.{newest}-trixie": "debian",
                **{f"tf2.{minor}": "minor" for minor in middle}, "java": None, "release": None}
-    named = {f"tf2.{newest}": "minor",
+    named = {f"tf2.{newest}": "minor", "nightly": None,
              **{f"tf2.{minor}-aarch64": "emulated" for minor in (oldest, *middle)},
-             **{f"tf2.{minor}-in-place": "in-place" for minor in (oldest, *middle)},
-             "nightly": None}  # fmt: skip
+             **{f"tf2.{minor}-in-place": "in-place" for minor in (oldest, *middle)}}  # fmt: skip
     return default, named
 
 
@@ -43,9 +41,8 @@ def tox_add_core_config(core_conf, state):
     default, named = lanes()
     core_conf.loaders.insert(0, MemoryLoader(env_list=EnvList(list(default))))
     for lane, kind in {**default, **named}.items():
-        if kind is not None:
-            seed = MemoryLoader(base=[f"lane:{kind}", "testenv"])
-            state.conf.memory_seed_loaders[lane].append(seed)
+        seed = MemoryLoader(base=[f"lane:{kind}", "testenv"])
+        state.conf.memory_seed_loaders[lane] += [seed] if kind else []
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import platform
 import shutil
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import pytest
@@ -33,8 +34,10 @@ __all__ = ["tf", "tf_stopgrad"]
 
 # What libraries start once per machine or process is started before any test: matplotlib's
 # font cache runs fc-list, and platform.processor() runs uname -p where /proc has no CPU name.
+# (Whatever matplotlib's import says or raises, its own tests say again.)
 platform.processor()
-with contextlib.suppress(ImportError):
+with contextlib.suppress(Exception), warnings.catch_warnings():
+    warnings.simplefilter("ignore")
     import matplotlib.font_manager  # noqa: F401
 
 _PROCESS_EVENTS = {"subprocess.Popen", "os.posix_spawn", "os.fork", "os.forkpty", "os.system"}
