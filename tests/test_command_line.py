@@ -32,6 +32,25 @@ def main_job() -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
+def test_main_job_reports_and_passes_its_self_check(main_job):
+    # Run where the README runs it: in the repository root, whose ./tf_stopgrad (first on
+    # sys.path) has no compiled parts and hands over to the installed copy.
+    assert main_job.returncode == 0, main_job.stdout + main_job.stderr
+    assert f"op library             : {tf_stopgrad.library_path()}" in main_job.stdout
+    assert f"TensorFlow at run time : {tf.__version__}" in main_job.stdout
+    assert "All checks passed." in main_job.stdout
+    assert "FAILED" not in main_job.stdout
+
+
+@pytest.mark.slow
+def test_main_job_help_describes_every_subcommand(tmp_path):
+    result = run_command("--help", cwd=tmp_path, timeout=120)
+    assert result.returncode == 0
+    for subcommand in ("demo", "bench", "export"):
+        assert subcommand in result.stdout
+
+
+@pytest.mark.slow
 def test_main_job_prints_no_tensorflow_log_lines_by_default(main_job):
     assert main_job.returncode == 0, main_job.stdout + main_job.stderr
     assert "All checks passed." in main_job.stdout

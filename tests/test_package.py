@@ -1,4 +1,4 @@
-"""Packaging: one version source, the build record, the loader's checks, docs and main job."""
+"""Packaging: one version source, the build record, the loader's checks and the docs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import json
 import os
 import platform
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -284,36 +283,9 @@ def test_public_api():
     }  # fmt: skip
 
 
-@pytest.mark.slow
-def test_main_job_reports_and_passes_its_self_check():
-    # Run where the README runs it: in the repository root, whose ./tf_stopgrad (first on
-    # sys.path) has no compiled parts and hands over to the installed copy.
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run(
-        [sys.executable, "-m", "tf_stopgrad"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert f"op library             : {tf_stopgrad.library_path()}" in result.stdout
-    assert f"TensorFlow at run time : {tf.__version__}" in result.stdout
-    assert "All checks passed." in result.stdout
-    assert "FAILED" not in result.stdout
-
-
 def test_demo_all_gives_each_example_its_own_plot_file():
     from tf_stopgrad.examples import _with_plot_suffix
 
     argv = ["--quick", "--plot", "/tmp/out/curves.png"]
     assert _with_plot_suffix(argv, "em") == ["--quick", "--plot", "/tmp/out/curves-em.png"]
     assert _with_plot_suffix(["--quick"], "em") == ["--quick"]
-
-
-@pytest.mark.slow
-def test_main_job_help_describes_every_subcommand(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "tf_stopgrad", "--help"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 0
-    for subcommand in ("demo", "bench", "export"):
-        assert subcommand in result.stdout
