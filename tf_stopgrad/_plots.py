@@ -27,19 +27,16 @@ def save_figure(fig: Any, path: str, dpi: int = 80) -> None:
 
 def save_curve(
     path: str,
-    curve: list[float],
-    curve_label: str,
-    reference: float,
-    reference_label: str,
+    curve: tuple[str, list[float]],
+    reference: tuple[str, float],
     axis_labels: tuple[str, str],
     reference_color: str = "tab:red",
 ) -> None:
-    """Saves a curve by iteration, with a reference value as a dashed horizontal line."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(5, 3))
-    ax.plot(curve, marker=".", label=curve_label)
-    ax.axhline(reference, color=reference_color, linestyle="--", label=reference_label)
-    ax.set_xlabel(axis_labels[0])
-    ax.set_ylabel(axis_labels[1])
+    """Saves a ``(label, values)`` curve by iteration, and a ``(label, value)`` dashed line."""
+    (curve_label, values), (reference_label, value) = curve, reference
+    fig, ax = pyplot().subplots(figsize=(5, 3))
+    ax.plot(values, marker=".", label=curve_label)
+    ax.axhline(value, color=reference_color, linestyle="--", label=reference_label)
+    ax.set(xlabel=axis_labels[0], ylabel=axis_labels[1])
     ax.legend()
     save_figure(fig, path)

@@ -64,9 +64,8 @@ def quiet_tensorflow_unless_asked() -> None:
     """For the command, hide TensorFlow's C++ log lines below FATAL, unless it was given
     ``--tf-logs`` or the user chose a level in ``TF_CPP_MIN_LOG_LEVEL``."""
     global _quiet
-    if not running_as_command() or SHOW_TF_LOGS_FLAG in sys.argv:
-        return
-    if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+    asked = SHOW_TF_LOGS_FLAG in sys.argv or "TF_CPP_MIN_LOG_LEVEL" in os.environ
+    if asked or not running_as_command():
         return
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     _quiet = True
@@ -75,14 +74,14 @@ def quiet_tensorflow_unless_asked() -> None:
 
 
 class _CapturedStderr:
-    def __init__(self, file: typing.BinaryIO | None) -> None:
-        self._file = file
+    def __init__(self, file: typing.BinaryIO | None = None, real_stderr: int = 2) -> None:
+        self._file, self._real_stderr = file, real_stderr
 
     def replay(self) -> None:
         """Write what was captured so far to the real stderr (for a failure)."""
         if self._file is not None:
             self._file.seek(0)
-            os.write(_real_stderr(), self._file.read())
+            os.write(self._real_stderr, self._file.read())
 
 
 @contextlib.contextmanager
@@ -95,26 +94,19 @@ def native_stderr_captured() -> typing.Iterator[_CapturedStderr]:
     error is never lost. Without a quiet command, nothing is captured.
     """
     if not _quiet:
-        yield _CapturedStderr(None)
+        yield _CapturedStderr()
         return
     sys.stderr.flush()
     saved_stderr = os.dup(2)
-    _saved_stderr.append(saved_stderr)
     with tempfile.TemporaryFile() as captured:
         os.dup2(captured.fileno(), 2)
+        capture = _CapturedStderr(captured, saved_stderr)
         try:
-            yield _CapturedStderr(captured)
+            yield capture
         except BaseException:
-            _CapturedStderr(captured).replay()
+            capture.replay()
             raise
         finally:
             sys.stderr.flush()
             os.dup2(saved_stderr, 2)
-            os.close(_saved_stderr.pop())
-
-
-_saved_stderr: list[int] = []
-
-
-def _real_stderr() -> int:
-    return _saved_stderr[-1] if _saved_stderr else 2
+            os.close(saved_stderr)

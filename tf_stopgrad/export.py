@@ -83,10 +83,9 @@ def to_builtin_saved_model(src_dir: PathLike, dst_dir: PathLike, *, inference: b
     """Writes a copy of the SavedModel ``src_dir`` at ``dst_dir`` that uses the built-in ops.
 
     The main graph and every library function of every MetaGraph are rewritten as by
-    :func:`to_builtin_graph_def`; ``stripped_op_list`` then names every op the model uses,
-    in the main graph and in all its functions. Variables, assets and everything else in
-    the directory are copied, and the fingerprint (``fingerprint.pb``) is computed anew by
-    TensorFlow for the rewritten model.
+    :func:`to_builtin_graph_def`, and ``stripped_op_list`` then names every op they use.
+    Variables, assets and everything else in the directory are copied, and the fingerprint
+    (``fingerprint.pb``) is computed anew by TensorFlow for the rewritten model.
 
     The source may be binary (``saved_model.pb``) or text (``saved_model.pbtxt``, as
     ``Builder.save(as_text=True)`` writes); the copy is always binary ``saved_model.pb``,
@@ -105,8 +104,7 @@ def to_builtin_saved_model(src_dir: PathLike, dst_dir: PathLike, *, inference: b
         ``model.export`` or ``tf.compat.v1.saved_model.Builder``.
       dst_dir: Where to write; it must not exist, or be an empty directory. A symbolic link
         is refused, even to an empty directory: pass the directory it points to.
-      inference: Write ``Identity`` for both ops. Gradients are then no longer masked or
-        refused, so use it only for runtimes that never differentiate (ONNX, TF.js).
+      inference: As for :func:`to_builtin_graph_def`.
 
     Returns:
       The number of nodes rewritten.
@@ -156,11 +154,11 @@ def builtin_ops() -> Iterator[None]:
     ``PreventGradient`` refuses. Contexts nest. The setting is process-wide, not per thread,
     while the context is active: don't trace plugin code in other threads meanwhile.
     """
-    previous = ops._emit_builtin_ops(True)
+    previous, ops._builtin_ops_requested = ops._builtin_ops_requested, True
     try:
         yield
     finally:
-        ops._emit_builtin_ops(previous)
+        ops._builtin_ops_requested = previous
 
 
 def _all_nodes(graph_def: graph_pb2.GraphDef) -> Iterable[node_def_pb2.NodeDef]:
@@ -194,9 +192,8 @@ def _ops_used(
     not registered (another plugin's, a newer TensorFlow's) keep the source list's OpDef,
     which loaders need for default attribute values.
     """
-    functions = {function.signature.name for function in graph_def.library.function}
     from_source = {op_def.name: op_def for op_def in source.op}
-    op_types = sorted(used - functions)
+    op_types = sorted(used - {function.signature.name for function in graph_def.library.function})
     op_defs = (_compat.registered_op_def(op) or from_source.get(op) for op in op_types)
     return op_def_pb2.OpList(op=[op_def for op_def in op_defs if op_def is not None])
 
@@ -236,8 +233,7 @@ def _check_destination(src: Path, dst: Path) -> None:
     if dst.is_symlink():
         raise FileExistsError(
             f"The export destination {dst} is a symbolic link (to {os.readlink(dst)}), and the "
-            f"export does not write through links. Pass the directory it points to, or a new "
-            f"path."
+            f"export does not write through links. Pass the directory it points to, or a new path."
         )
     src_real, dst_real = src.resolve(), dst.resolve()
     if dst_real == src_real or src_real in dst_real.parents:
@@ -278,11 +274,10 @@ def _source_entries(src: Path) -> tuple[list[Path], list[Path]]:
 
     directories: list[Path] = []
     files: list[Path] = []
-    walk = os.walk(src, onerror=unreadable, followlinks=True)
-    for directory, directory_names, file_names in walk:
+    for directory, dirnames, filenames in os.walk(src, onerror=unreadable, followlinks=True):
         relative = Path(directory).relative_to(src)
-        directories.extend(relative / name for name in directory_names)
-        for name in file_names:
+        directories.extend(relative / name for name in dirnames)
+        for name in filenames:
             path = Path(directory) / name
             try:
                 mode = path.stat().st_mode

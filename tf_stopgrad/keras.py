@@ -31,8 +31,7 @@ if _keras.backend.backend() != "tensorflow":
 class StopGradient(_Layer):
     """Passes its inputs through unchanged and lets no gradient flow back through them.
 
-    Everything that produced the layer's inputs gets no gradient from its outputs, as with
-    ``tf.stop_gradient``: use it to freeze a branch of a model inside a larger graph.
+    Use it like ``tf.stop_gradient``, e.g. to freeze a branch of a model inside a larger graph.
 
     Example: training never updates the first ``Dense``, which gets no gradient.
 
@@ -68,8 +67,7 @@ class PreventGradient(_Layer):
     ``message``, as with ``tf_stopgrad.prevent_gradient``.
 
     Args:
-      message: Why the gradient is disabled; included in the error. Saved in the config.
-        Accepted as by ``tf_stopgrad.prevent_gradient``: text, or ``None`` for none.
+      message: Why the gradient is disabled; included in the error and saved in the config.
       **kwargs: Standard layer arguments such as ``name``.
 
     Raises:
@@ -83,9 +81,7 @@ class PreventGradient(_Layer):
         self.supports_masking = True
 
     def call(self, inputs: Any) -> Any:
-        return tf.nest.map_structure(
-            lambda value: prevent_gradient(value, message=self.message), inputs
-        )
+        return tf.nest.map_structure(lambda v: prevent_gradient(v, message=self.message), inputs)
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "message": self.message}

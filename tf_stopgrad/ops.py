@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, Callable, Union
 
 import numpy as np
@@ -24,11 +24,6 @@ TensorInput = Union[
     tf.Tensor, tf.Variable, Composite, np.ndarray, Sequence[Any], bool, int, float, str, bytes
 ]
 TensorOutput = Union[tf.Tensor, Composite]
-
-_ACCEPTED = (
-    "Pass a tf.Tensor, a tf.Variable, a RaggedTensor, SparseTensor or IndexedSlices, a NumPy "
-    "array, or a Python scalar or rectangular nested list"
-)
 
 
 def stop_gradient(input: TensorInput, name: str | None = None) -> TensorOutput:
@@ -77,9 +72,7 @@ def stop_gradient(input: TensorInput, name: str | None = None) -> TensorOutput:
 
 
 def prevent_gradient(
-    input: TensorInput,
-    message: str | bytes | None = "",
-    name: str | None = None,
+    input: TensorInput, message: str | bytes | None = "", name: str | None = None
 ) -> TensorOutput:
     """Returns ``input`` unchanged, and makes differentiating through it an error.
 
@@ -116,15 +109,8 @@ def prevent_gradient(
     return _apply(_PREVENT, input, name, "message", _checked_message(message))
 
 
+# Set by tf_stopgrad.export.builtin_ops: both functions then emit the built-in ops.
 _builtin_ops_requested = False
-
-
-def _emit_builtin_ops(requested: bool) -> bool:
-    """Make both functions emit the built-in ops, or not (see
-    ``tf_stopgrad.export.builtin_ops``); returns the previous setting, to restore."""
-    global _builtin_ops_requested
-    previous, _builtin_ops_requested = _builtin_ops_requested, requested
-    return previous
 
 
 def _checked_message(message: Any) -> str | bytes:
@@ -192,52 +178,29 @@ def _apply(op: _Op, input: Any, name: str | None, *attrs: Any) -> Any:
                     return fast_path_execute(ctx, op.op_type, None, input, *attrs)
             except _compat.NotOkStatus as status:
                 _compat.raise_from_not_ok_status(status, None)
-    if _emits_builtin_op(input):
-        return op.builtin(input=input, name=name, **_as_keywords(attrs))
-    if _is_composite(input):
+    # Composites are decided per component. Variables are composite tensors too, but stop to a
+    # plain tensor of their value.
+    if isinstance(input, _compat.CompositeTensor) and not _compat.is_resource_variable(input):
         return tf.nest.map_structure(
             lambda component: _apply(op, component, None, *attrs), input, expand_composites=True
         )
-    with _tapes_paused_for(op), _conversion_errors_explained(op.api_name, input):
-        # The built-in's default name, so code that finds tensors by name works unchanged.
-        node_name = BUILTIN_OP_TYPES[op.op_type] if name is None else name
-        return op.generated(input, name=node_name, **_as_keywords(attrs))
-
-
-def _as_keywords(attrs: tuple[Any, ...]) -> dict[str, Any]:
-    return dict(zip(attrs[::2], attrs[1::2]))
-
-
-def _tapes_paused_for(op: _Op) -> contextlib.AbstractContextManager[Any]:
-    if op.tapes_record_it or _compat.no_tape_can_record():
-        return contextlib.nullcontext()
-    return _compat.stop_recording()
-
-
-def _emits_builtin_op(input: Any) -> bool:
-    """Whether to emit TensorFlow's built-in op instead of ours: while exporting, or for
-    DTensor, which has no layout rules for plugin ops (see _dtensor.py). Composites are
-    decided per component."""
-    return (_builtin_ops_requested or _dtensor.should_use_builtin(input)) and not _is_composite(
-        input
-    )
-
-
-def _is_composite(value: Any) -> bool:
-    # Variables are composite tensors too, but stop to a plain tensor of their value.
-    return isinstance(value, _compat.CompositeTensor) and not _compat.is_resource_variable(value)
-
-
-@contextlib.contextmanager
-def _conversion_errors_explained(api_name: str, input: Any) -> Iterator[None]:
-    """Re-raise a failure to convert ``input`` to a tensor as the same exception type, with
-    what the function accepts."""
+    keywords = dict(zip(attrs[::2], attrs[1::2]))
+    # The built-in op while exporting, and for DTensor, which has no layout rules for plugin ops
+    # (see _dtensor.py).
+    if _builtin_ops_requested or _dtensor.should_use_builtin(input):
+        return op.builtin(input=input, name=name, **keywords)
+    # The built-in's default name, so code that finds tensors by name works unchanged.
+    node_name = BUILTIN_OP_TYPES[op.op_type] if name is None else name
+    pause = not (op.tapes_record_it or _compat.no_tape_can_record())
     try:
-        yield
+        with _compat.stop_recording() if pause else contextlib.nullcontext():
+            return op.generated(input, name=node_name, **keywords)
     except (TypeError, ValueError) as error:
         if type(error) not in (TypeError, ValueError):
             raise
         raise type(error)(
-            f"tf_stopgrad.{api_name} cannot convert a {type(input).__name__} to a tensor: "
-            f"{str(error).rstrip('.')}. {_ACCEPTED}."
+            f"tf_stopgrad.{op.api_name} cannot convert a {type(input).__name__} to a tensor: "
+            f"{str(error).rstrip('.')}. Pass a tf.Tensor, a tf.Variable, a RaggedTensor, "
+            f"SparseTensor or IndexedSlices, a NumPy array, or a Python scalar or rectangular "
+            f"nested list."
         ) from error

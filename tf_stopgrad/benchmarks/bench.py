@@ -90,12 +90,6 @@ def method() -> str:
     return "\n\n".join(parts)
 
 
-def _command(argv: list[str], markdown: str) -> str:
-    """The command line, with the page's path as given if relative, else its file name."""
-    shown = [Path(arg).name if arg == markdown and Path(arg).is_absolute() else arg for arg in argv]
-    return shlex.join(["python", "-m", "tf_stopgrad", "bench", *shown])
-
-
 def main(argv: list[str]) -> int:
     """Command line: run the benchmark, print the machine, the table and the notes."""
     parser = argparse.ArgumentParser(
@@ -131,7 +125,10 @@ def main(argv: list[str]) -> int:
         report.plot(rows, args.plot)
         print(f"\nChart saved to {args.plot}")
     if args.markdown:
-        page = report.page(_command(argv, args.markdown), machine, rows, method())
-        Path(args.markdown).write_text(page, encoding="utf-8")
+        # The command shows the page's path as given if relative, else its file name.
+        path = Path(args.markdown)
+        shown = [path.name if arg == args.markdown and path.is_absolute() else arg for arg in argv]
+        command = shlex.join(["python", "-m", "tf_stopgrad", "bench", *shown])
+        path.write_text(report.page(command, machine, rows, method()), encoding="utf-8")
         print(f"\nPage written to {args.markdown}")
     return 0

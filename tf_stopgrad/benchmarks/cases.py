@@ -18,7 +18,6 @@ CHAIN_LENGTH = 200  # Ops in the chains of the graph and Session cases.
 
 
 def _calls(full: int, quick: bool) -> int:
-    """Calls per sample: ``full``, or for a quick run a tenth of it (at least one)."""
     return max(1, full // 10) if quick else full
 
 
@@ -168,7 +167,6 @@ _ROWS = 64  # of the vectorized_map cases' batch
 
 
 def _vectorized(stop_gradient: StopGradient) -> Callable[[], tf.Tensor]:
-    """``tf.vectorized_map`` of a small per-row function using ``stop_gradient``."""
     batch = tf.reshape(tf.range(_ROWS * 16, dtype=tf.float32), [-1, 16])
 
     def per_row(row: tf.Tensor) -> tf.Tensor:
@@ -184,8 +182,6 @@ def _against_builtin(
     target: float,
     per_round: bool = False,
 ) -> TimedCase:
-    """``make(tf_stopgrad.stop_gradient)`` against ``make(tf.stop_gradient)``, in one table
-    row (see :class:`TimedCase`)."""
     variants = {"ours": make(tf_stopgrad.stop_gradient), "builtin": make(tf.stop_gradient)}
     return TimedCase(variants, calls, [(case, "ours", "builtin", target)], per_round=per_round)
 
@@ -257,7 +253,6 @@ def _session_chain(quick: bool) -> TimedCase:
 
 
 def _weights(name: str, shape: list[int]) -> tf.Variable:
-    """A v1 variable of the training-step case, Glorot-initialized."""
     return tf.compat.v1.get_variable(
         name, shape, initializer=tf.compat.v1.glorot_uniform_initializer()
     )

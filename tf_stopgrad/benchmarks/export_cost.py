@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 import tensorflow as tf
-from tensorflow.core.protobuf import saved_model_pb2
 
 import tf_stopgrad
 from tf_stopgrad import export
@@ -49,12 +48,10 @@ def build_module(functions: int, links: int, variables_mb: int = 0) -> tf.Module
     return module
 
 
-def best_seconds(
-    action: Callable[[Path], object], repeats: int, scratch: Path, label: str
-) -> float:
+def best_seconds(action: Callable[[Path], object], repeats: int, tmp: Path, label: str) -> float:
     best = float("inf")
     for run in range(repeats):
-        destination = scratch / f"{label}{run}"
+        destination = tmp / f"{label}{run}"
         start = time.perf_counter()
         action(destination)
         best = min(best, time.perf_counter() - start)
@@ -65,18 +62,14 @@ def best_seconds(
 
 def measure(functions: int, links: int, repeats: int, variables_mb: int = 0) -> ExportCost:
     module = build_module(functions, links, variables_mb)
-    with tempfile.TemporaryDirectory() as scratch_name:
-        scratch = Path(scratch_name)
-        save_s = best_seconds(
-            lambda d: tf.saved_model.save(module, str(d)), repeats, scratch, "save"
-        )
-        source = scratch / "save0"
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        save_s = best_seconds(lambda d: tf.saved_model.save(module, str(d)), repeats, tmp, "save")
+        source = tmp / "save0"
         export_s = best_seconds(
-            lambda d: export.to_builtin_saved_model(source, d), repeats, scratch, "export"
+            lambda d: export.to_builtin_saved_model(source, d), repeats, tmp, "export"
         )
-        saved_model = saved_model_pb2.SavedModel()
-        saved_model.ParseFromString((source / "saved_model.pb").read_bytes())
-        graph_def = saved_model.meta_graphs[0].graph_def
+        graph_def = export._read_saved_model(source / "saved_model.pb").meta_graphs[0].graph_def
     nodes = sum(1 for _ in export._all_nodes(graph_def))
     return ExportCost(nodes, export.count_plugin_nodes(graph_def), save_s, export_s)
 

@@ -3,6 +3,7 @@ chart."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import math
@@ -55,13 +56,10 @@ def ratio(ours: float, reference: float) -> float:
 
 def cpu_model() -> str:
     """The CPU's model name from /proc/cpuinfo, or what the platform module knows."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
     return platform.processor() or "unknown CPU"
 
 
@@ -75,9 +73,8 @@ def load_average() -> str:
 
 def machine_description() -> list[str]:
     """Lines saying when, where and against what the benchmark ran (load at the start)."""
-    now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     return [
-        f"Date: {now}",
+        f"Date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"CPU: {cpu_model()}, {os.cpu_count()} cores",
         f"TensorFlow {tf.__version__}, tf_stopgrad {tf_stopgrad.__version__}, "
         f"Python {platform.python_version()}",
@@ -116,8 +113,7 @@ def results(rows: list[Row]) -> str:
 
 
 def page(command: str, machine: list[str], rows: list[Row], method: str) -> str:
-    """The Markdown page of a run: the command that wrote it, the machine, the results and the
-    method."""
+    """A run's Markdown page: the command that wrote it, the machine, the results and the method."""
     machine_list = "\n".join(f"- {line}" for line in machine)
     return f"""# Benchmarks
 
@@ -139,13 +135,9 @@ def plot(rows: list[Row], path: str) -> None:
     """Save a horizontal bar chart of each case's ratio, with its target marked (rows without
     a reference have no ratio and are left out)."""
     rows = [row for row in rows if row.ratio is not None]
-    pyplot = _plots.pyplot()
-    height = 0.4 * len(rows) + 1.5
-    figure, axes = pyplot.subplots(figsize=(10, height))
+    figure, axes = _plots.pyplot().subplots(figsize=(10, 0.4 * len(rows) + 1.5))
     positions = range(len(rows))
-    colors = [
-        "tab:gray" if row.met is None else "tab:green" if row.met else "tab:red" for row in rows
-    ]
+    colors = [{None: "tab:gray", True: "tab:green", False: "tab:red"}[row.met] for row in rows]
     shown = [min(row.ratio or 0.0, 10.0) for row in rows]  # Keep an infinite ratio drawable.
     axes.barh(positions, shown, color=colors, height=0.6)
     for position, row in zip(positions, rows):

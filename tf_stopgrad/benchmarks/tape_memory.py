@@ -89,10 +89,9 @@ def row(quick: bool) -> Row:
     builtin, builtin_peak = measure(tf.stop_gradient, intermediate_bytes, use_allocator)
     control, _ = measure(_record_unpaused, intermediate_bytes, use_allocator)
     method = "weak references to the intermediate's tensors (allocator keeps no counters)"
-    if use_allocator:
-        method = "CPU allocator counters (tf.config.experimental.get_memory_info('CPU:0'))"
     peaks = ""
-    if ours_peak is not None and builtin_peak is not None:
+    if ours_peak is not None and builtin_peak is not None:  # the allocator keeps counters
+        method = "CPU allocator counters (tf.config.experimental.get_memory_info('CPU:0'))"
         peaks = (
             f" Forward-pass peak: ours {ours_peak / _MIB:.1f} MiB, built-in "
             f"{builtin_peak / _MIB:.1f} MiB."

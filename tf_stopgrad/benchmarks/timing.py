@@ -74,8 +74,7 @@ def _rows(case: TimedCase, samples: Mapping[str, list[float]]) -> list[Row]:
             # Pairing the samples of a round cancels load that lasts longer than a round,
             # which the ratio of two best samples, taken in different rounds, does not.
             shown = median
-            per_round = (o / r for o, r in zip(samples[ours], samples[reference]))
-            ours_ratio = statistics.median(per_round)
+            ours_ratio = statistics.median(o / r for o, r in zip(samples[ours], samples[reference]))
         else:
             shown = best
             ours_ratio = ratio(best[ours], best[reference])
@@ -83,15 +82,5 @@ def _rows(case: TimedCase, samples: Mapping[str, list[float]]) -> list[Row]:
         note = f"noise {noise[0]:+.0%} / {noise[1]:+.0%}."
         if case.note is not None and index == 0:
             note += " " + case.note(best)
-        rows.append(
-            Row(
-                case=name,
-                ours=shown[ours],
-                reference=shown[reference],
-                unit="µs",
-                ratio=ours_ratio,
-                target=target,
-                note=note,
-            )
-        )
+        rows.append(Row(name, shown[ours], "µs", target, shown[reference], ours_ratio, note))
     return rows

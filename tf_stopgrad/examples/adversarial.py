@@ -214,9 +214,8 @@ class AdversarialFigures:
 
     def save_plot(self, path: str) -> None:
         """Grouped bars of clean and attacked accuracy for both models."""
-        plt = _plots.pyplot()
         positions = np.arange(2)
-        fig, ax = plt.subplots(figsize=(5, 3))
+        fig, ax = _plots.pyplot().subplots(figsize=(5, 3))
         for offset, (kind, result) in zip((-0.2, 0.2), self.models()):
             ax.bar(positions + offset, [result.clean, result.attacked], width=0.4, label=kind)
         ax.set_xticks(positions, ["clean", f"FGSM eps={self.epsilon:g}"])
@@ -247,18 +246,9 @@ def run(
     )
     train_images, test_images, train_labels, test_labels = (tf.constant(a) for a in split)
     results = {}
-    for kind, training_epsilon in (("normal", None), ("adversarial", epsilon)):
+    for kind, fgsm_eps in (("normal", None), ("adversarial", epsilon)):
         params = initial_params(num_hidden, seed)
-        train(
-            params,
-            train_images,
-            train_labels,
-            epochs,
-            batch_size,
-            learning_rate,
-            training_epsilon,
-            seed,
-        )
+        train(params, train_images, train_labels, epochs, batch_size, learning_rate, fgsm_eps, seed)
         attacked_images = fgsm_examples(params, test_images, test_labels, epsilon)
         results[kind] = ModelAccuracy(
             clean=accuracy(params, test_images, test_labels),

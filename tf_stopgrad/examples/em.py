@@ -85,10 +85,7 @@ def m_step(data: tf.Tensor, params: MixtureParams) -> MixtureParams:
         dQ/dmu_k  = (sum_n r_nk x_n - N_k mu_k) / var_k
         dQ/dvar_k = (sum_n r_nk (x_n - mu_k)^2 - N_k var_k) / (2 var_k^2)
 
-    and the maximiser of Q follows in closed form.
-
-    Returns:
-      The mixture that maximises Q (weights normalised to sum to one).
+    and the maximiser of Q follows in closed form (its weights normalised to sum to one).
     """
     with tf.GradientTape() as tape:
         tape.watch(params)
@@ -105,8 +102,7 @@ def m_step(data: tf.Tensor, params: MixtureParams) -> MixtureParams:
 
 
 def make_data(num_points: int, seed: int) -> np.ndarray:
-    """Samples float64 points, shape (num_points, 2), from a fixed, overlapping mixture of three
-    2-D Gaussians."""
+    """Samples ``num_points`` float64 2-D points from a fixed, overlapping 3-Gaussian mixture."""
     rng = np.random.default_rng(seed)
     weights = np.array([0.5, 0.3, 0.2])
     means = np.array([[-2.0, 0.0], [1.5, 0.5], [0.0, 2.5]])
@@ -116,10 +112,8 @@ def make_data(num_points: int, seed: int) -> np.ndarray:
 
 
 def initial_params(data: np.ndarray, num_components: int, seed: int) -> MixtureParams:
-    """Starts from randomly chosen data points as means, the data variance and equal weights
-    (float64 tensors)."""
-    rng = np.random.default_rng(seed)
-    means = data[rng.choice(len(data), size=num_components, replace=False)]
+    """Random data points as means, the data's variance and equal weights, as float64 tensors."""
+    means = data[np.random.default_rng(seed).choice(len(data), size=num_components, replace=False)]
     variances = np.tile(data.var(axis=0), (num_components, 1))
     weights = np.full(num_components, 1.0 / num_components)
     return MixtureParams(*(tf.constant(a, tf.float64) for a in (weights, means, variances)))
@@ -128,12 +122,9 @@ def initial_params(data: np.ndarray, num_components: int, seed: int) -> MixtureP
 def fit_em(
     data: tf.Tensor, params: MixtureParams, max_iter: int, tol: float
 ) -> tuple[MixtureParams, list[float]]:
-    """Alternates E- and M-steps until the average log-likelihood gains less than ``tol``.
-
-    Returns:
-      The fitted mixture, and the average log-likelihood before the first and after every
-      M-step (at most ``max_iter``).
-    """
+    """Alternates E- and M-steps until the average log-likelihood gains less than ``tol``; returns
+    the fitted mixture, and the average log-likelihood before the first and after every M-step
+    (at most ``max_iter``)."""
 
     @tf.function
     def em_iteration(current: MixtureParams) -> tuple[MixtureParams, tf.Tensor]:
@@ -207,10 +198,8 @@ class EMFigures:
         """The log-likelihood trace, with scikit-learn's final score as a dashed line."""
         _plots.save_curve(
             path,
-            self.log_likelihoods,
-            "EM with stop_gradient",
-            self.sklearn_score,
-            "scikit-learn",
+            ("EM with stop_gradient", self.log_likelihoods),
+            ("scikit-learn", self.sklearn_score),
             ("iteration", "average log-likelihood"),
         )
 

@@ -100,12 +100,9 @@ def cd_gradients(
     rng: tf.random.Generator,
     stop_gradient: StopGradientFn = tf_stopgrad.stop_gradient,
 ) -> tuple[RBMParams, tf.Tensor]:
-    """Runs the Gibbs chain and differentiates the CD loss, all under one tape.
-
-    Returns:
-      The gradient of the loss for each parameter (tensors or variables), and the chain's
-      final visible vectors.
-    """
+    """Runs the Gibbs chain and differentiates the CD loss, all under one tape; returns the
+    gradient of the loss for each parameter (tensors or variables), and the chain's final visible
+    vectors."""
     with tf.GradientTape() as tape:
         tape.watch(params)
         chain_end = gibbs_chain(data, params, cd_steps, rng)
@@ -159,11 +156,8 @@ def train(
     cd_steps: int,
     seed: int,
 ) -> list[float]:
-    """Trains the RBM's variables in place by minibatch gradient descent on the CD loss.
-
-    Returns:
-      The reconstruction error of ``held_out`` before training and after each epoch.
-    """
+    """Trains the RBM's variables in place by minibatch gradient descent on the CD loss; returns
+    the reconstruction error of ``held_out`` before training and after each epoch."""
     rng = tf.random.Generator.from_seed(seed)
     shuffler = np.random.default_rng(seed)
 
@@ -230,10 +224,8 @@ class RBMFigures:
         """The held-out reconstruction error per epoch."""
         _plots.save_curve(
             path,
-            self.reconstruction_errors,
-            "RBM (CD)",
-            self.pixel_mean_error,
-            "pixel means",
+            ("RBM (CD)", self.reconstruction_errors),
+            ("pixel means", self.pixel_mean_error),
             ("epoch", "held-out reconstruction MSE"),
             reference_color="tab:gray",
         )
@@ -250,10 +242,8 @@ def compare_gradients(
     """Compares the CD loss's autodiff gradient with the textbook update and tf.stop_gradient.
 
     Every variant runs the same chain (same seed), so only the gradient computation differs.
-
-    Returns:
-      Largest absolute differences: autodiff gradient vs. the textbook update's descent
-      direction, tf_stopgrad vs. tf.stop_gradient, and no stop_gradient vs. that direction.
+    Returns the largest absolute differences: autodiff gradient vs. the textbook update's
+    descent direction, tf_stopgrad vs. tf.stop_gradient, and no stop_gradient vs. that direction.
     """
 
     def gradients_with(stop_gradient: StopGradientFn) -> tuple[RBMParams, tf.Tensor]:

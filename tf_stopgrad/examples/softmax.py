@@ -101,8 +101,7 @@ class SoftmaxFigures:
                 missed.append(f"{case.name}: stable softmax is not finite")
             if case.max_value_error > TOLERANCE or case.max_gradient_error > TOLERANCE:
                 missed.append(f"{case.name}: differs from tf.nn.softmax by more than {TOLERANCE}")
-        large = next(case for case in self.cases if case.name == "large")
-        if large.naive_finite:
+        if next(case for case in self.cases if case.name == "large").naive_finite:
             missed.append("large: the naive softmax was expected to overflow but did not")
         if self.gradient_ops_with_stop >= self.gradient_ops_without_stop:
             missed.append("the backward graph with stop_gradient is not smaller")
@@ -134,8 +133,7 @@ class SoftmaxFigures:
 
     def save_plot(self, path: str) -> None:
         """A bar chart of the backward-pass op counts with and without stop_gradient."""
-        plt = _plots.pyplot()
-        fig, ax = plt.subplots(figsize=(4, 3))
+        fig, ax = _plots.pyplot().subplots(figsize=(4, 3))
         ax.bar(
             ["stop_gradient(max)", "plain max"],
             self.backward_ops(),
@@ -171,18 +169,17 @@ def run(batch: int = 8, classes: int = 10, seed: int = 0) -> SoftmaxFigures:
     cases = []
     for name, logits in example_logits(batch, classes, seed).items():
         logits = tf.constant(logits)
-        values, gradient = softmax_and_gradient(stable_softmax, logits, output_weights)
-        reference_values, reference_gradient = softmax_and_gradient(
-            tf.nn.softmax, logits, output_weights
+        (values, gradient), (reference_values, reference_gradient), naive = (
+            softmax_and_gradient(softmax, logits, output_weights)
+            for softmax in (stable_softmax, tf.nn.softmax, naive_softmax)
         )
-        naive_values, naive_gradient = softmax_and_gradient(naive_softmax, logits, output_weights)
         cases.append(
             CaseResult(
                 name=name,
                 max_value_error=float(tf.reduce_max(tf.abs(values - reference_values))),
                 max_gradient_error=float(tf.reduce_max(tf.abs(gradient - reference_gradient))),
                 finite=_all_finite(values, gradient),
-                naive_finite=_all_finite(naive_values, naive_gradient),
+                naive_finite=_all_finite(*naive),
             )
         )
     shape = (batch, classes)

@@ -2,7 +2,6 @@ package org.tfstopgrad;
 
 import org.tensorflow.Operand;
 import org.tensorflow.Operation;
-import org.tensorflow.OperationBuilder;
 import org.tensorflow.Output;
 import org.tensorflow.op.RawOp;
 import org.tensorflow.op.Scope;
@@ -61,9 +60,8 @@ public final class StopGradient<T extends TType> extends RawOp implements Operan
    */
   public static <T extends TType> StopGradient<T> create(Scope scope, Operand<T> input) {
     TfStopgrad.load();
-    OperationBuilder builder = scope.opBuilder(OP_NAME, "StopGradient");
-    builder.addInput(input.asOutput());
-    return new StopGradient<>(builder.build());
+    return new StopGradient<>(
+        scope.opBuilder(OP_NAME, "StopGradient").addInput(input.asOutput()).build());
   }
 
   /**

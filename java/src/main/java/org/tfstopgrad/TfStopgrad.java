@@ -3,6 +3,7 @@ package org.tfstopgrad;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
+import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -10,11 +11,11 @@ import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.stream.Collectors;
 import org.tensorflow.TensorFlow;
 
 /**
@@ -37,6 +38,12 @@ public final class TfStopgrad {
       Map.of("1.0.0", "2.16", "1.1.0", "2.18");
 
   private static final String RESOURCE_DIR = "/org/tfstopgrad/native/";
+
+  /** JavaCPP's platform names, by the {@code os.arch} of a Linux JVM. */
+  private static final Map<String, String> LINUX_PLATFORMS =
+      Map.of(
+          "amd64", "linux-x86_64", "x86_64", "linux-x86_64",
+          "aarch64", "linux-arm64", "arm64", "linux-arm64");
 
   private static Path loadedLibrary;
 
@@ -64,64 +71,43 @@ public final class TfStopgrad {
   static String platform() {
     String os = System.getProperty("os.name").toLowerCase(Locale.ROOT);
     String arch = System.getProperty("os.arch").toLowerCase(Locale.ROOT);
-    String platform = null;
-    if (os.startsWith("linux")) {
-      if (arch.equals("amd64") || arch.equals("x86_64")) {
-        platform = "linux-x86_64";
-      } else if (arch.equals("aarch64") || arch.equals("arm64")) {
-        platform = "linux-arm64";
-      }
-    }
+    String platform = os.startsWith("linux") ? LINUX_PLATFORMS.get(arch) : null;
     if (platform == null || !platformsInJar().contains(platform)) {
       throw new UnsupportedOperationException(
-          "tf_stopgrad has op libraries for "
-              + String.join(" and ", platformsInJar())
-              + ", but this JVM runs on "
-              + System.getProperty("os.name")
-              + " "
-              + System.getProperty("os.arch")
-              + ". Run it on one of those, for example in a Linux container.");
+          String.format(
+              "tf_stopgrad has op libraries for %s, but this JVM runs on %s %s. Run it on one of"
+                  + " those, for example in a Linux container.",
+              String.join(" and ", platformsInJar()),
+              System.getProperty("os.name"),
+              System.getProperty("os.arch")));
     }
     return platform;
   }
 
   /** The jar's resource name of the op library for {@code platform} and TensorFlow {@code version}. */
   static String libraryResource(String platform, String tensorflowVersion) {
-    String minor = minorOf(tensorflowVersion);
-    String resource = platform + "/libtf_stopgrad_ops-tf" + minor + ".so";
+    String resource = platform + "/libtf_stopgrad_ops-tf" + minorOf(tensorflowVersion) + ".so";
     List<String> libraries = librariesInJar();
     if (!libraries.contains(resource)) {
-      List<String> minors = new ArrayList<>();
-      for (String library : libraries) {
-        if (library.startsWith(platform + "/")) {
-          minors.add(minorOf(library.substring(library.lastIndexOf("-tf") + 3)));
-        }
-      }
+      String minors =
+          libraries.stream()
+              .filter(library -> library.startsWith(platform + "/"))
+              .map(library -> minorOf(library.substring(library.lastIndexOf("-tf") + 3)))
+              .collect(Collectors.joining(", "));
+      String tested =
+          new TreeMap<>(TESTED_TENSORFLOW_JAVA_RELEASES)
+              .entrySet().stream()
+              .map(release -> release.getKey() + " (TensorFlow " + release.getValue() + ")")
+              .collect(Collectors.joining(", "));
       throw new UnsupportedOperationException(
-          "tf_stopgrad has op libraries for TensorFlow "
-              + String.join(", ", minors)
-              + " on "
-              + platform
-              + ", but this TensorFlow Java runs TensorFlow "
-              + tensorflowVersion
-              + ". Use a TensorFlow Java release whose TensorFlow is one of those; tested: "
-              + testedReleases()
-              + " (org.tensorflow:tensorflow-core-api and tensorflow-core-native).");
+          String.format(
+              "tf_stopgrad has op libraries for TensorFlow %s on %s, but this TensorFlow Java runs"
+                  + " TensorFlow %s. Use a TensorFlow Java release whose TensorFlow is one of"
+                  + " those; tested: %s (org.tensorflow:tensorflow-core-api and"
+                  + " tensorflow-core-native).",
+              minors, platform, tensorflowVersion, tested));
     }
     return resource;
-  }
-
-  private static String testedReleases() {
-    StringBuilder text = new StringBuilder();
-    new TreeMap<>(TESTED_TENSORFLOW_JAVA_RELEASES)
-        .forEach(
-            (release, tensorflow) -> {
-              if (text.length() > 0) {
-                text.append(", ");
-              }
-              text.append(release).append(" (TensorFlow ").append(tensorflow).append(')');
-            });
-    return text.toString();
   }
 
   /** {@code 2.18} for {@code 2.18.0}, {@code 2.18.0-rc1} or {@code 2.18.so}. */
@@ -138,27 +124,21 @@ public final class TfStopgrad {
             "this tf_stopgrad jar holds no op library: it was built without the wheels'"
                 + " libraries (see BUILD_NOTES.md, \"Java\")");
       }
-      List<String> libraries = new ArrayList<>();
-      for (String line : new String(list.readAllBytes(), StandardCharsets.UTF_8).split("\n")) {
-        if (!line.isBlank()) {
-          libraries.add(line.strip());
-        }
-      }
-      return libraries;
+      return new String(list.readAllBytes(), StandardCharsets.UTF_8)
+          .lines()
+          .filter(line -> !line.isBlank())
+          .map(String::strip)
+          .collect(Collectors.toList());
     } catch (IOException e) {
       throw new UncheckedIOException("cannot read tf_stopgrad's list of op libraries", e);
     }
   }
 
   private static List<String> platformsInJar() {
-    List<String> platforms = new ArrayList<>();
-    for (String library : librariesInJar()) {
-      String platform = library.substring(0, library.indexOf('/'));
-      if (!platforms.contains(platform)) {
-        platforms.add(platform);
-      }
-    }
-    return platforms;
+    return librariesInJar().stream()
+        .map(library -> library.substring(0, library.indexOf('/')))
+        .distinct()
+        .collect(Collectors.toList());
   }
 
   /**
@@ -190,23 +170,18 @@ public final class TfStopgrad {
       return target;
     } catch (IOException e) {
       throw new UncheckedIOException(
-          "cannot extract tf_stopgrad's op library "
-              + resource
-              + " under "
-              + root
-              + "; make that directory writable, or set -Dorg.bytedeco.javacpp.cachedir to one"
-              + " that is",
+          String.format(
+              "cannot extract tf_stopgrad's op library %s under %s; make that directory writable,"
+                  + " or set -Dorg.bytedeco.javacpp.cachedir to one that is",
+              resource, root),
           e);
     }
   }
 
   private static String sha256(byte[] bytes) {
     try {
-      StringBuilder hex = new StringBuilder();
-      for (byte b : MessageDigest.getInstance("SHA-256").digest(bytes)) {
-        hex.append(String.format("%02x", b));
-      }
-      return hex.toString();
+      return String.format(
+          "%064x", new BigInteger(1, MessageDigest.getInstance("SHA-256").digest(bytes)));
     } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException("every Java platform has SHA-256", e);
     }
