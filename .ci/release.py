@@ -1,14 +1,11 @@
-"""The release's own steps: .github/workflows/release.yml runs them on the pushed tag, and CI's
-release lane rehearses them on the tag the version makes. Run in the repository's root, with
-Python 3.11's standard library.
+"""The release's own steps, which .github/workflows/release.yml runs on the pushed tag and CI's
+release lane rehearses on the tag the version makes; run in the repository's root (Python 3.11).
 
-    python3 .ci/release.py check TAG NOTES
-        passes when TAG is ``v`` and pyproject.toml's version, java/pom.xml has that version and
-        the metadata Maven Central requires, and CHANGELOG.md has a section for the version that
-        is not empty, which goes to NOTES (the GitHub release's notes); else says what to change
-    python3 .ci/release.py maven WHEELS [MAVEN_ARGUMENT...]
-        the jar of WHEELS' op libraries, its sources and javadoc, signed, deployed to Maven
-        Central by java/pom.xml's release profile; dated by the commit, as the wheels are
+    python3 .ci/release.py check TAG NOTES       TAG, pyproject.toml, java/pom.xml (with the
+        metadata Central requires) and CHANGELOG.md's section for the version, written to NOTES,
+        agree; else it says what to change
+    python3 .ci/release.py maven WHEELS [ARG...]  the jars of WHEELS' op libraries, signed and
+        deployed to Maven Central by java/pom.xml's release profile, dated by the commit
 """
 
 import os
