@@ -203,7 +203,8 @@ def test_the_release_and_its_rehearsal_run_the_same_checks():
     assert 'python3 .ci/release.py check "$GITHUB_REF_NAME" notes.md' in release
     assert "python3 .ci/release.py maven dist " in release
     assert 'python .ci/release.py check "${tag}"' in rehearsal
-    assert 'python .ci/release.py maven "${DIST}" -DskipUpload=true' in rehearsal
+    assert 'python .ci/release.py maven "${DIST}" "${maven[@]}"' in rehearsal
+    assert 'maven=(-DskipUpload=true ' in rehearsal
 
 
 def supported_minors() -> list[tuple[int, int]]:
