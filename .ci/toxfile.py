@@ -16,12 +16,13 @@ impl = pluggy.HookimplMarker("tox")
 
 
 def lanes() -> tuple[dict[str, str | None], dict[str, str | None]]:
-    """The lanes of the default run, in its order (the longest first), and the named-only."""
+    """The lanes of the default run, in its order (the longest first, but java before the
+    minors, so that release, which waits for it, can overlap them), and the named-only."""
     oldest, *middle, newest = (minor for _, minor in supported_tensorflow.minors())
     default = {"wheels": None, "lint": None, "source": None, "asan": None,
                f"tf2.{newest}-aarch64": "emulated", f"tf2.{oldest}": "oldest",
-               f"tf2.{oldest}-bullseye": "debian", f"tf2.{newest}-trixie": "debian",
-               **{f"tf2.{minor}": "minor" for minor in middle}, "java": None, "release": None}
+               f"tf2.{oldest}-bullseye": "debian", f"tf2.{newest}-trixie": "debian", "java": None,
+               **{f"tf2.{minor}": "minor" for minor in middle}, "release": None}
     named = {f"tf2.{newest}": "minor", "nightly": None,
              **{f"tf2.{minor}-aarch64": "emulated" for minor in (oldest, *middle)},
              **{f"tf2.{minor}-in-place": "in-place" for minor in (oldest, *middle)}}  # fmt: skip
