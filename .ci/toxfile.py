@@ -16,8 +16,8 @@ impl = pluggy.HookimplMarker("tox")
 
 
 def lanes() -> tuple[dict[str, str | None], dict[str, str | None]]:
-    """The lanes of the default run, in its order (the longest first, but java before the
-    minors, so that release, which waits for it, can overlap them), and the named-only."""
+    """The default run's lanes, longest first (but java, which release waits for), and the
+    named-only."""
     oldest, *middle, newest = (minor for _, minor in supported_tensorflow.minors())
     default = {"wheels": None, "lint": None, "source": None, "asan": None,
                f"tf2.{newest}-aarch64": "emulated", f"tf2.{oldest}": "oldest",
