@@ -1,7 +1,7 @@
 """The lanes of the supported TensorFlow minors, made from their range in pyproject.toml (tox
 loads this file, beside tox.ini, as a plugin). Each is named after its minor and takes the
 settings of its kind from tox.ini's [lane:KIND]; None marks a lane with a section of its own.
-`python3 .ci/toxfile.py` prints them.
+`tox -c .ci/tox.ini list` prints them.
 """
 
 import sys
@@ -44,8 +44,3 @@ def tox_add_core_config(core_conf, state):
     for lane, kind in {**default, **named}.items():
         seed = MemoryLoader(base=[f"lane:{kind}", "testenv"])
         state.conf.memory_seed_loaders[lane] += [seed] if kind else []
-
-
-if __name__ == "__main__":
-    for group in lanes():
-        print(*group)

@@ -2,15 +2,13 @@
 the ``tensorflow`` requirement in pyproject.toml's ``[project] dependencies``.
 
 Used by the build backend, java/op_libraries.py, CI (.ci/toxfile.py makes the lanes from it;
-``python3 build_backend/supported_tensorflow.py`` prints the supported minor numbers for
-.ci/run and .ci/lanes) and the tests. Standard library only, as it runs before anything is
-installed.
+``python3 build_backend/supported_tensorflow.py`` prints the supported minor numbers for .ci/run and
+.ci/lanes) and the tests. Standard library only, as it runs before anything is installed.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
@@ -43,4 +41,3 @@ def describe(pyproject: Path = PYPROJECT) -> str:
 
 if __name__ == "__main__":
     print(" ".join(str(minor) for _, minor in minors()))
-    sys.exit(0)

@@ -135,11 +135,10 @@ def _fail(message: str) -> SystemExit:
 
 
 def _working_cxx_compiler(cross_architecture: str | None = None) -> list[str]:
-    """The first C++ compiler command that compiles and links a C++17 program: $CXX, or c++,
-    g++, clang++ (for another architecture: its GNU cross compiler, e.g.
-    aarch64-linux-gnu-g++). $CXX may hold several words (``ccache g++``): CMake, which reads
-    $CXX itself, runs the first with the others as its first arguments, and so does the
-    probe."""
+    """The first C++ compiler command that compiles and links a C++17 program: $CXX, or c++, g++,
+    clang++ (for another architecture: its GNU cross compiler, e.g. aarch64-linux-gnu-g++). $CXX may
+    hold several words (``ccache g++``): CMake, which reads $CXX itself, runs the first with the
+    others as its first arguments, and so does the probe."""
     if os.environ.get("CXX"):
         candidates = [os.environ["CXX"]]
     elif cross_architecture:

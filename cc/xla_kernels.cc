@@ -34,12 +34,11 @@ bool HasKernelOn(const std::string& op, const std::string& device_type) {
   return false;
 }
 
-// TensorFlow turns the REGISTER_XLA_OP entries above into kernels on the XLA compilation
-// devices only once per process: the first time it creates a tensor or runs an op (an eager
-// tf.constant is enough), well before any XLA compilation. When this library is loaded after
-// that, nothing would ever register ours, and jit_compile would reject the ops. In that case
-// the built-in op's compilation kernels already exist: register ours with the same device
-// and type constraints.
+// TensorFlow turns the REGISTER_XLA_OP entries above into kernels on the XLA compilation devices
+// only once per process: the first time it creates a tensor or runs an op (an eager tf.constant is
+// enough), well before any XLA compilation. When this library is loaded after that, nothing would
+// ever register ours, and jit_compile would reject the ops. In that case the built-in op's
+// compilation kernels already exist: register ours with the same device and type constraints.
 void RegisterMissedXlaCompilationKernels() {
   for (const auto& [ours, builtin] : kPluginOps) {
     const tensorflow::KernelList builtin_kernels = tensorflow::GetRegisteredKernelsForOp(builtin);

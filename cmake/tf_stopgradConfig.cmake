@@ -1,8 +1,7 @@
 # find_package(tf_stopgrad CONFIG) defines the imported target tf_stopgrad::tf_stopgrad: the op
-# library, its header, and TensorFlow's compile flags, libraries and their run-time path.
-# A Python that imports TensorFlow and tf_stopgrad says what they are
-# (tf_stopgrad/_cmake_package.py): Python_EXECUTABLE if set, else the interpreter of the
-# environment this file is installed in.
+# library, its header, and TensorFlow's compile flags, libraries and their run-time path. A Python
+# that imports TensorFlow and tf_stopgrad says what they are (tf_stopgrad/_cmake_package.py):
+# Python_EXECUTABLE if set, else the interpreter of the environment this file is installed in.
 if(CMAKE_VERSION VERSION_LESS 3.19)
   message(FATAL_ERROR "tf_stopgrad's CMake package needs CMake 3.19 or newer; this is ${CMAKE_VERSION}")
 endif()

@@ -1,9 +1,8 @@
 """tf_stopgrad: StopGradient and PreventGradient as a TensorFlow custom-op plugin.
 
 Importing the package loads the op library once (after checking it was built for the running
-TensorFlow) and registers the ops' gradient functions and vectorization converters. The
-Keras layers in ``tf_stopgrad.keras`` are imported on first access, so the package itself
-never imports Keras.
+TensorFlow) and registers the ops' gradient functions and vectorization converters. The Keras layers
+in ``tf_stopgrad.keras`` are imported on first access, so the package itself never imports Keras.
 """
 
 import importlib

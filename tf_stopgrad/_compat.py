@@ -1,8 +1,7 @@
 """The private TensorFlow APIs tf_stopgrad relies on, gathered in one place.
 
 Each name here exists, with the same behaviour, in every supported TensorFlow (the range in
-pyproject.toml). A
-TensorFlow release that moves one of them needs a change here and nowhere else.
+pyproject.toml). A TensorFlow release that moves one of them needs a change here and nowhere else.
 """
 
 import ctypes

@@ -5,13 +5,7 @@ identities, so the vectorized op is the same op applied to the stacked input.
 """
 
 from . import _compat
-from .ops import (
-    PREVENT_GRADIENT_OP,
-    STOP_GRADIENT_OP,
-    _message_of,
-    prevent_gradient,
-    stop_gradient,
-)
+from .ops import PREVENT_GRADIENT_OP, STOP_GRADIENT_OP, _message_of, prevent_gradient, stop_gradient
 
 
 def _convert_stop_gradient(pfor_input):

@@ -2,9 +2,9 @@
 
 `python -m tf_stopgrad` in the repository root finds ./tf_stopgrad first (the working directory
 leads sys.path), but only the installed copy has the compiled op library, the build record,
-and the C++ header. Python's import system returns whatever
-``sys.modules[name]`` holds once a package's ``__init__`` has run, so putting the installed
-copy there makes every later import, ``__main__`` included, come from it.
+and the C++ header. Python's import system returns whatever ``sys.modules[name]`` holds once a
+package's ``__init__`` has run, so putting the installed copy there makes every later import,
+``__main__`` included, come from it.
 """
 
 from __future__ import annotations

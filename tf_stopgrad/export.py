@@ -1,12 +1,11 @@
 """Export models that use the plugin to TensorFlow's built-in ops, so they run without it.
 
-The plugin's ops have exactly the built-in ops' interfaces (input, output, ``T`` and
-``message``), so a graph can be rewritten to ``StopGradient`` / ``PreventGradient`` without
-loss: forward values are identical, a stop still gives no gradient, and a prevent still
-refuses one with its message. The result runs where the plugin is not installed; the tests
-check ``tf.saved_model.load`` in a process that cannot import ``tf_stopgrad``, TensorFlow's
-C API loader, ``saved_model_cli``, and conversion by TFLite and (with ``inference=True``)
-tf2onnx, run by onnxruntime.
+The plugin's ops have exactly the built-in ops' interfaces (input, output, ``T`` and ``message``),
+so a graph can be rewritten to ``StopGradient`` / ``PreventGradient`` without loss: forward values
+are identical, a stop still gives no gradient, and a prevent still refuses one with its message. The
+result runs where the plugin is not installed; the tests check ``tf.saved_model.load`` in a process
+that cannot import ``tf_stopgrad``, TensorFlow's C API loader, ``saved_model_cli``, and conversion
+by TFLite and (with ``inference=True``) tf2onnx, run by onnxruntime.
 
 ONNX and TF.js converters reject even the built-in ``PreventGradient``; for them
 ``inference=True`` writes ``Identity`` for both ops instead.

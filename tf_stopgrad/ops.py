@@ -34,10 +34,9 @@ def stop_gradient(input: TensorInput, name: str | None = None) -> TensorOutput:
     produced ``input`` is invisible to ``tf.GradientTape``, ``tf.gradients`` and forward-mode
     autodiff alike. It behaves like ``tf.stop_gradient`` everywhere that op works.
 
-    A common use is keeping a numerical-stability shift out of the gradient. Softmax is
-    unchanged by subtracting any constant from the logits, and subtracting their maximum
-    keeps ``exp`` from overflowing; the maximum is held constant so that no gradient is
-    routed through ``reduce_max``:
+    A common use is keeping a numerical-stability shift out of the gradient. Softmax is unchanged by
+    subtracting any constant from the logits, and subtracting their maximum keeps ``exp`` from
+    overflowing; the maximum is held constant so that no gradient is routed through ``reduce_max``:
 
     >>> import tensorflow as tf
     >>> import tf_stopgrad
@@ -76,10 +75,9 @@ def prevent_gradient(
 ) -> TensorOutput:
     """Returns ``input`` unchanged, and makes differentiating through it an error.
 
-    Use it to mark values whose gradient would be wrong or meaningless, so a silent zero
-    gradient cannot creep in. Going forward it is an identity that shares the input's
-    buffer. Asking any autodiff system for a gradient through it raises ``LookupError``
-    with ``message``.
+    Use it to mark values whose gradient would be wrong or meaningless, so a silent zero gradient
+    cannot creep in. Going forward it is an identity that shares the input's buffer. Asking any
+    autodiff system for a gradient through it raises ``LookupError`` with ``message``.
 
     >>> import tensorflow as tf
     >>> import tf_stopgrad

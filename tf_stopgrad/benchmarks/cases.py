@@ -114,9 +114,8 @@ def _size_independence(quick: bool) -> TimedCase:
 def _chain(stop_gradient: StopGradient) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
     """A tf.function of ``CHAIN_LENGTH`` steps ``x = stop_gradient(x) * scale``.
 
-    ``scale`` is an argument rather than a constant so that Grappler cannot fold or reorder
-    the multiplications of either chain; the chains then differ only in the stop-gradient
-    nodes.
+    ``scale`` is an argument rather than a constant so that Grappler cannot fold or reorder the
+    multiplications of either chain; the chains then differ only in the stop-gradient nodes.
     """
 
     @tf.function

@@ -1,11 +1,10 @@
 """The cost of ``tf_stopgrad.export.to_builtin_saved_model`` against ``tf.saved_model.save``.
 
-A module of many ``tf.function``s, each a long chain of ops with a stop-gradient every few
-links, is traced once, saved, and the SavedModel exported to the built-in ops. Both are
-timed the same way (best of a few runs, each into a fresh directory). Target: the rewrite
-(parse, rewrite, copy, fingerprint, write) costs at most a quarter of the save.
-``--variables-mb N`` adds a float32 variable of N MB, so that copying the variables weighs
-as it does in a large model.
+A module of many ``tf.function``s, each a long chain of ops with a stop-gradient every few links, is
+traced once, saved, and the SavedModel exported to the built-in ops. Both are timed the same way
+(best of a few runs, each into a fresh directory). Target: the rewrite (parse, rewrite, copy,
+fingerprint, write) costs at most a quarter of the save. ``--variables-mb N`` adds a float32
+variable of N MB, so that copying the variables weighs as it does in a large model.
 """
 
 from __future__ import annotations

@@ -100,9 +100,8 @@ def cd_gradients(
     rng: tf.random.Generator,
     stop_gradient: StopGradientFn = tf_stopgrad.stop_gradient,
 ) -> tuple[RBMParams, tf.Tensor]:
-    """Runs the Gibbs chain and differentiates the CD loss, all under one tape; returns the
-    gradient of the loss for each parameter (tensors or variables), and the chain's final visible
-    vectors."""
+    """Runs the Gibbs chain and differentiates the CD loss, all under one tape; returns the gradient
+    of the loss for each parameter (tensors or variables), and the chain's final visible vectors."""
     with tf.GradientTape() as tape:
         tape.watch(params)
         chain_end = gibbs_chain(data, params, cd_steps, rng)
