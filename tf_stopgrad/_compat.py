@@ -49,6 +49,9 @@ no_tape_can_record = pywrap_tfe.TFE_Py_TapeSetIsEmpty
 
 wrap_pfor_output = _pfor.wrap
 
+# The gradient function registered for an op type: None if it is declared not differentiable;
+# LookupError if the registry has no entry.
+gradient_function = _ops._gradient_registry.lookup
 # The registered OpDef of an op type, or None.
 registered_op_def = _op_def_registry.get
 # Writes fingerprint.pb for the SavedModel in a directory, as tf.saved_model.save does.
@@ -75,9 +78,14 @@ def buffer_address(tensor) -> int:
     return ctypes.c_void_p.from_address(_capsule_pointer(capsule, b"dltensor")).value or 0
 
 
+def registered_kernels(op_type: str) -> list:
+    """The KernelDefs registered for ``op_type``, on every device type."""
+    return list(_kernels.get_registered_kernels_for_op(op_type).kernel)
+
+
 def kernel_device_types(op_type: str) -> set[str]:
     """The device types (``CPU``, ``GPU``, ``XLA_CPU_JIT``, ...) with a kernel for ``op_type``."""
-    return {kernel.device_type for kernel in _kernels.get_registered_kernels_for_op(op_type).kernel}
+    return {kernel.device_type for kernel in registered_kernels(op_type)}
 
 
 def dtensor_device_exists() -> bool:
