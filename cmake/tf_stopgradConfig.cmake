@@ -1,5 +1,6 @@
-# find_package(tf_stopgrad CONFIG) defines the imported target tf_stopgrad::tf_stopgrad: the op
-# library, its header, and TensorFlow's compile flags, libraries and their run-time path. A Python
+# find_package(tf_stopgrad CONFIG) defines two imported targets: tf_stopgrad::tf_stopgrad, the op
+# library and its header, which links tf_stopgrad::tensorflow, TensorFlow's compile flags,
+# libraries and their run-time path (what an op library of one's own builds with). A Python
 # that imports TensorFlow and tf_stopgrad says what they are (tf_stopgrad/_cmake_package.py):
 # Python_EXECUTABLE if set, else the interpreter of the environment this file is installed in.
 if(CMAKE_VERSION VERSION_LESS 3.19)
@@ -32,7 +33,7 @@ if(NOT _tf_stopgrad_result EQUAL 0)
     "above). Set Python_EXECUTABLE to the Python whose python -m tf_stopgrad --cmake-dir "
     "printed ${CMAKE_CURRENT_LIST_DIR}.")
 endif()
-foreach(_tf_stopgrad_field cmake_dir version tensorflow_version library include_dirs
+foreach(_tf_stopgrad_field cmake_dir version tensorflow_version library include_dir include_dirs
         compile_options link_libraries runtime_dirs)
   string(JSON _tf_stopgrad_${_tf_stopgrad_field} GET "${_tf_stopgrad_json}" ${_tf_stopgrad_field})
 endforeach()
@@ -48,12 +49,16 @@ if(NOT _tf_stopgrad_imported_dir STREQUAL _tf_stopgrad_this_dir)
 endif()
 
 string(REPLACE ";" ":" _tf_stopgrad_rpath "${_tf_stopgrad_runtime_dirs}")
-add_library(tf_stopgrad::tf_stopgrad SHARED IMPORTED)
-set_target_properties(tf_stopgrad::tf_stopgrad PROPERTIES
-  IMPORTED_LOCATION "${_tf_stopgrad_library}"
+add_library(tf_stopgrad::tensorflow INTERFACE IMPORTED)
+set_target_properties(tf_stopgrad::tensorflow PROPERTIES
   INTERFACE_INCLUDE_DIRECTORIES "${_tf_stopgrad_include_dirs}"
   INTERFACE_COMPILE_OPTIONS "${_tf_stopgrad_compile_options}"
   INTERFACE_LINK_LIBRARIES "${_tf_stopgrad_link_libraries}"
   INTERFACE_LINK_OPTIONS "LINKER:-rpath,${_tf_stopgrad_rpath}")
+add_library(tf_stopgrad::tf_stopgrad SHARED IMPORTED)
+set_target_properties(tf_stopgrad::tf_stopgrad PROPERTIES
+  IMPORTED_LOCATION "${_tf_stopgrad_library}"
+  INTERFACE_INCLUDE_DIRECTORIES "${_tf_stopgrad_include_dir}"
+  INTERFACE_LINK_LIBRARIES tf_stopgrad::tensorflow)
 message(STATUS "Found tf_stopgrad ${_tf_stopgrad_version}: ${_tf_stopgrad_library} (TensorFlow "
   "${_tf_stopgrad_tensorflow_version}, from ${Python_EXECUTABLE})")

@@ -3,9 +3,10 @@
 ``python -m tf_stopgrad --cmake-dir`` prints ``cmake_dir()``, the directory holding
 ``tf_stopgradConfig.cmake``, which a C++ project passes to ``find_package(tf_stopgrad CONFIG)``
 as ``tf_stopgrad_DIR``. That config runs this module with the Python it found; the JSON it
-prints describes the imported target ``tf_stopgrad::tf_stopgrad``: the op library for the
-TensorFlow this Python imports, the header directory, and TensorFlow's own compile and link
-flags as ``tf.sysconfig`` gives them. Each list is a CMake list (``;``-separated).
+prints describes the imported targets: ``tf_stopgrad::tf_stopgrad``, the op library for the
+TensorFlow this Python imports and the header directory, and ``tf_stopgrad::tensorflow``,
+TensorFlow's own compile and link flags as ``tf.sysconfig`` gives them. Each list is a CMake
+list (``;``-separated).
 """
 
 from __future__ import annotations
@@ -47,9 +48,8 @@ def target_description() -> dict[str, str]:
         "version": tf_stopgrad.__version__,
         "tensorflow_version": tf.__version__,
         "library": library,
-        "include_dirs": cmake_list(
-            [tf_stopgrad.include_dir(), *(flag[2:] for flag in compile_flags if flag[:2] == "-I")]
-        ),
+        "include_dir": tf_stopgrad.include_dir(),
+        "include_dirs": cmake_list(flag[2:] for flag in compile_flags if flag[:2] == "-I"),
         "compile_options": cmake_list(flag for flag in compile_flags if flag[:2] != "-I"),
         "link_libraries": cmake_list([os.path.join(tf_lib, CC_LIBRARY), *link_flags]),
         "runtime_dirs": cmake_list(dict.fromkeys(runtime_dirs)),
