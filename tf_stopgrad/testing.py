@@ -34,7 +34,6 @@ CHECKS = ("registered", "shape_fn", "gradient", "modes", "vmap", "retrace", "pur
 # What a traced function holds besides the ops under test, unless it holds nothing else.
 PLUMBING = frozenset({"Placeholder", "Const", "Identity", "IdentityN", "NoOp", "PartitionedCall",
                       "StatefulPartitionedCall"})  # fmt: skip
-NO_XLA_TYPE = (tf.string, tf.resource, tf.variant)
 FRESH_PROCESS_TIMEOUT_S = 300
 # The words of TensorFlow's errors that say what is missing, without the graph dumps around them.
 TOLD = (r"No registered '[^']+' OpKernel for \S+ devices", r"No pfor vectorization defined for \S+",
@@ -101,6 +100,11 @@ def _shape(shape: tf.TensorShape) -> str:
     return "[?]" if shape.rank is None else str(shape.as_list()).replace("None", "?")
 
 
+def _inference_error(error: Exception) -> bool:
+    """Whether a graph could not be built because a shape function refused its input shapes."""
+    return isinstance(error, ValueError) and " with input shapes: " in str(error)
+
+
 def _differentiable(dtype: tf.DType) -> bool:
     return dtype.is_floating or dtype.is_complex
 
@@ -161,6 +165,13 @@ class _Run:
                                                               autograph=False, jit_compile=True),
                               "by v1 gradients": self.v1_gradients}  # fmt: skip
 
+    @functools.cached_property
+    def xla_types(self) -> set[str]:
+        """The dtypes XLA can compile for: those of its kernels for function arguments."""
+        return {tf.as_dtype(t).name for kernel in _compat.registered_kernels("_Arg")
+                if kernel.device_type == "XLA_CPU_JIT" for c in kernel.constraint
+                for t in c.allowed_values.list.type}  # fmt: skip
+
     def call(self, tensors: Sequence[tf.Tensor]) -> list[tf.Tensor]:
         return _flat(self.fn(*tensors))
 
@@ -206,10 +217,17 @@ class _Run:
                         gaps.setdefault(index, []).append((node.op, device, _types_of(node)))
         return gaps
 
+    def reported_by(self, sample: _Sample) -> str:
+        """The check that fails for ``sample`` on which fn cannot build or run its ops, if any:
+        ``shape_fn`` for an inference error, else ``registered``. The others leave it out."""
+        if isinstance(trace := self.trace(sample), Exception):
+            return "shape_fn" if _inference_error(trace) else "registered"
+        return "registered" if any(g[1] == "CPU" for g in self.kernel_gaps.get(sample.index, [])) else ""
+
     def usable(self) -> list[_Sample]:
-        """The samples with a CPU kernel for every op (``registered`` reports the others)."""
-        return [s for s in self.samples
-                if all(gap[1] != "CPU" for gap in self.kernel_gaps.get(s.index, []))]  # fmt: skip
+        if not (usable := [s for s in self.samples if not self.reported_by(s)]):
+            raise _Verdict("skipped", "fn builds and runs its ops on no sample (see registered)")
+        return usable
 
     @functools.cache  # noqa: B019
     def eager(self, sample: _Sample) -> list[tf.Tensor]:
@@ -288,6 +306,11 @@ class _Run:
         return [None if g is None else tf.constant(next(values)) for g in found]
 
 
+def _row(batch: Any, k: int) -> Any:
+    """Example ``k`` of a batch; sliced in NumPy for tensors, as TensorFlow cannot slice all dtypes."""
+    return tf.constant(batch.numpy()[k], batch.dtype) if isinstance(batch, tf.Tensor) else batch[k]
+
+
 def _kernel_runs(kernel: Any, node: Any) -> bool:
     """Whether a KernelDef's label and type constraints admit a NodeDef."""
     if kernel.label and node.attr["_kernel"].s.decode() != kernel.label:
@@ -324,18 +347,20 @@ def _cotangent(output: tf.Tensor) -> tf.Tensor:
 
 
 def _check_registered(run: _Run) -> str:
-    if not run.nodes:
-        raise _Verdict("failed", f"fn cannot be traced: {_told(run.trace(run.samples[0]))}")
+    unbuilt = [f"{s}: fn cannot build its ops: {_told(run.trace(s))}" for s in run.samples
+               if isinstance(run.trace(s), Exception) and run.reported_by(s) == "registered"]  # fmt: skip
     missing = [f"no OpDef for {op}" for op in run.op_types if _compat.registered_op_def(op) is None]
     gaps = sorted({gap for gaps in run.kernel_gaps.values() for gap in gaps})
-    if missing or gaps:
-        raise _Verdict("failed", _listed(missing + [f"no kernel for ({', '.join(g)})" for g in gaps]))
+    if unbuilt or missing or gaps:
+        raise _Verdict("failed", _listed(unbuilt + missing + [f"no kernel for ({', '.join(g)})" for g in gaps]))
     devices = ", ".join(dict.fromkeys(d.split(":")[0] for d in run.devices))
     return f"{', '.join(run.op_types)}: an OpDef, and a kernel on {devices} for every sample"
 
 
 def _check_shape_fn(run: _Run) -> str:
-    found = [run.shape_problems(sample) for sample in run.usable()]
+    found = [run.shape_problems(s) for s in run.samples if run.reported_by(s) in ("", "shape_fn")]
+    if not found:
+        raise _Verdict("skipped", "fn builds and runs its ops on no sample (see registered)")
     if problems := [p for sample_problems, _ in found for p in sample_problems]:
         raise _Verdict("failed", _listed(problems))
     refused = [r for _, sample_refused in found for r in sample_refused]
@@ -398,8 +423,8 @@ def _check_modes(run: _Run) -> str:
             with tf.device(device):
                 expected = run.call(sample.tensors())
                 found = {"tf.function": _flat(run.function(*sample.tensors()))}
-                if any(t.dtype in NO_XLA_TYPE for t in [*sample.tensors(), *expected]):
-                    notes.append("XLA has no type for strings, resources and variants")
+                if untyped := {t.dtype.name for t in [*sample.tensors(), *expected]} - run.xla_types:
+                    notes.append(f"XLA has no type for {', '.join(sorted(untyped))}: not compiled")
                 else:
                     try:
                         found["jit_compile"] = _flat(run.jit(*sample.tensors()))
@@ -438,7 +463,7 @@ def _check_vmap(run: _Run) -> str:
                            f"fallback: {_told(error)}. Register a pfor converter "
                            "(tensorflow.python.ops.parallel_for.pfor.RegisterPFor)") from error  # fmt: skip
         for k, example in enumerate(examples):
-            one = _flat(tf.nest.map_structure(lambda t, k=k: t[k], vectorized))
+            one = _flat(tf.nest.map_structure(lambda t, k=k: _row(t, k), vectorized))
             problems += run.compare(sample, run.call(sample.tensors(example)), one, f"example {k}")
     if problems:
         raise _Verdict("failed", f"tf.vectorized_map differs from a loop: {_listed(problems)}")
