@@ -88,6 +88,7 @@ def _told(error: BaseException) -> str:
     text = str(error)
     found = [m.group(0) for p in TOLD if (m := re.search(p, text))]
     line = (found or [line.strip() for line in text.splitlines() if line.strip()] or [""])[0]
+    line = re.sub(r"{{[^}]*}}\s*", "", line)  # TensorFlow's {{node ...}} and {{function_node ...}}
     return f"{type(error).__name__}: {line[:300]}"
 
 
@@ -424,7 +425,7 @@ def _check_modes(run: _Run) -> str:
                 expected = run.call(sample.tensors())
                 found = {"tf.function": _flat(run.function(*sample.tensors()))}
                 if untyped := {t.dtype.name for t in [*sample.tensors(), *expected]} - run.xla_types:
-                    notes.append(f"XLA has no type for {', '.join(sorted(untyped))}: not compiled")
+                    notes.append(f"XLA has no type for {', '.join(sorted(untyped))}: jit_compile not tried")
                 else:
                     try:
                         found["jit_compile"] = _flat(run.jit(*sample.tensors()))
