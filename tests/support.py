@@ -1,7 +1,8 @@
 """Helpers shared by the tests: the checkout's root, running the command, sample data per
-dtype, bitwise comparison and buffer address on the device (the package's own, which its
-self-check uses too), the built-in PreventGradient as a function, our ops paired with the
-built-ins, and the mark of the tests that need a GPU."""
+dtype (random bits, and values chosen to catch any conversion), bitwise comparison and buffer
+address on the device (the package's own, which its self-check uses too), the built-in
+PreventGradient as a function, our ops paired with the built-ins, and the mark of the tests that
+need a GPU."""
 
 from __future__ import annotations
 
@@ -90,3 +91,33 @@ OP_PAIRS = {
         functools.partial(builtin_prevent_gradient, message=PREVENT_MESSAGE),
     ),
 }
+
+
+# Values meant to catch any conversion or rounding: signed zeros, infinities, NaN, extremes.
+SPECIAL_VALUES = {
+    "float": [0.0, -0.0, 1.5, -2.25, np.inf, -np.inf, np.nan, 1e-40, 6e4, -1e-3],
+    "int": [0, 1, -1, 7, -(2**31), 2**31 - 1],
+    "complex": [0, -0.0 - 0.0j, 1.5 - 2j, np.inf + 1j, complex(np.nan, -3.0), -1e-3j],
+    "bool": [True, False, False, True],
+}
+DTYPE_KINDS = {
+    tf.float16: "float",
+    tf.bfloat16: "float",
+    tf.float32: "float",
+    tf.float64: "float",
+    tf.int32: "int",
+    tf.int64: "int",
+    tf.complex64: "complex",
+    tf.complex128: "complex",
+    tf.bool: "bool",
+}
+
+
+def special_tensor(dtype):
+    values = np.array(SPECIAL_VALUES[DTYPE_KINDS[dtype]])
+    values = np.stack([values, values[::-1]])  # rank 2, so layout matters too
+    if dtype == tf.bool:
+        return tf.constant(values)
+    if dtype.is_integer:
+        return tf.constant(values.astype(dtype.as_numpy_dtype))
+    return tf.cast(tf.constant(values), dtype)

@@ -27,6 +27,8 @@ TARGETED_CASES = (
     "Export",
     "`import tf_stopgrad`",
     "`pip install` of the wheel",
+    "opcheck: the checks in this process",
+    "opcheck: saved_model",
 )
 
 

@@ -10,7 +10,15 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from support import REPO_ROOT, builtin_prevent_gradient
+from support import (
+    ALL_PLAIN_DTYPES,
+    DTYPE_KINDS,
+    OP_PAIRS,
+    REPO_ROOT,
+    builtin_prevent_gradient,
+    sample,
+    special_tensor,
+)
 from tensorflow.python.ops.parallel_for import pfor
 
 import tf_stopgrad
@@ -100,6 +108,33 @@ def test_the_same_op_built_right_fails_no_check(broken_ops):
 
     assert all(str(result).startswith("ok: ") for result in results.values()), str(results)
     assert "without it, it does not load: Op type not registered 'Opcheck>Correct'" in str(results)
+
+
+# --- tf_stopgrad's ops, beside the built-ins ---------------------------------------------
+
+# Every plain dtype in random bits (NaN payloads, -0.0, subnormals), and values chosen to catch
+# any conversion, in shapes with no element, one, and more.
+PLUGIN_SAMPLES = [
+    *((sample(dtype, (2, 3), seed),) for seed, dtype in enumerate(ALL_PLAIN_DTYPES)),
+    *((special_tensor(dtype),) for dtype in DTYPE_KINDS),
+    *((sample(tf.float32, shape),) for shape in [(), (0,), (4, 0, 3), (7,)]),
+]
+OP_TYPES = {"stop_gradient": tf_stopgrad.STOP_GRADIENT_OP, "prevent_gradient": tf_stopgrad.PREVENT_GRADIENT_OP}
+
+
+@pytest.mark.core
+@pytest.mark.parametrize("op_name", sorted(OP_PAIRS))
+def test_the_plugins_ops_fail_no_check_and_get_the_builtins_verdicts(op_name):
+    ours, builtin = OP_PAIRS[op_name]
+    results = assert_opcheck(ours, PLUGIN_SAMPLES, library="tf_stopgrad")
+    verdicts = {name: result.status for name, result in opcheck(builtin, PLUGIN_SAMPLES).items()}
+
+    if op_name == "prevent_gradient":  # the built-in lacks the pfor converter the plugin has
+        assert verdicts.pop("vmap") == "failed"
+        assert results["gradient"].reason.startswith("the gradient refuses by design")
+    assert {name: results[name].status for name in verdicts} == verdicts
+    assert f"without it, it does not load: Op type not registered '{OP_TYPES[op_name]}'" in \
+        results["saved_model"].reason  # fmt: skip
 
 
 # --- TensorFlow's own ops ------------------------------------------------------------------

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from support import builtin_prevent_gradient
-from workers.launch import WorkerFailed, run_worker, worker_result
+from workers.launch import worker_result
 
 import tf_stopgrad
 import tf_stopgrad.keras
@@ -148,20 +148,3 @@ def test_loaded_keras_model_serves_like_builtin(saved_models, loaded):
     _, builtin_model = saved_models
     expected = builtin_model(np.array(INPUTS, dtype=np.float32))
     np.testing.assert_allclose(loaded["keras_output"], expected, rtol=1e-6)
-
-
-@pytest.mark.parametrize(
-    ("op", "op_type"),
-    [
-        (tf_stopgrad.stop_gradient, "TfStopgrad>StopGradient"),
-        (lambda x: tf_stopgrad.prevent_gradient(x, message=MESSAGE), "TfStopgrad>PreventGradient"),
-    ],
-    ids=["stop_gradient", "prevent_gradient"],
-)
-@pytest.mark.slow
-def test_loading_without_import_names_the_missing_op(tmp_path, op, op_type):
-    module = tf.Module()
-    module.run = tf.function(lambda x: op(x) * 2.0, input_signature=[INPUT_SPEC])
-    tf.saved_model.save(module, str(tmp_path / "module"))
-    with pytest.raises(WorkerFailed, match=f"Op type not registered '{op_type}'"):
-        run_worker("load_without_plugin.py", "module", cwd=tmp_path, timeout=LOAD_TIMEOUT_S)

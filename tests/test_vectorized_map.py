@@ -1,4 +1,5 @@
-"""vectorized_map and jacobians (pfor) vectorize our ops, with the built-in's results."""
+"""vectorized_map and jacobians (pfor) vectorize our ops, with the built-in's results (without
+the while_loop fallback, as a loop over the batch: tests/test_opcheck.py)."""
 
 import logging
 
@@ -91,16 +92,6 @@ def test_vectorized_identity_matches_builtin_per_dtype(op_name, dtype, tf_log):
     assert ours.dtype == dtype
     np.testing.assert_array_equal(ours.numpy(), builtin.numpy())
     np.testing.assert_array_equal(ours.numpy(), elems.numpy())
-
-
-@pytest.mark.parametrize("op_name", OP_PAIRS)
-def test_vectorized_map_works_with_while_loop_fallback_disabled(op_name):
-    ours_op, _ = OP_PAIRS[op_name]
-
-    x = batch()
-    result = tf.vectorized_map(stopped_product(ours_op), x, fallback_to_while_loop=False)
-
-    np.testing.assert_array_equal(result.numpy(), x * x + tf.reduce_max(x, axis=1, keepdims=True))
 
 
 @pytest.mark.parametrize("op_name", OP_PAIRS)

@@ -1,4 +1,5 @@
-"""XLA: jit-compiled results, gradients, HLO and kernel registrations match the built-in ops."""
+"""XLA: jit-compiled gradients, HLO and kernel registrations match the built-in ops (jit_compile's
+forward values against eager: tests/test_opcheck.py)."""
 
 import json
 import os
@@ -10,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 import tensorflow as tf
-from support import OP_PAIRS, PREVENT_MESSAGE
+from support import OP_PAIRS, PREVENT_MESSAGE, special_tensor
 from tensorflow.python.framework import kernels
 
 import tf_stopgrad
@@ -19,53 +20,8 @@ pytestmark = pytest.mark.core
 
 ours_prevent, builtin_prevent = OP_PAIRS["prevent_gradient"]
 
-# Values meant to catch any conversion or rounding: signed zeros, infinities, NaN, extremes.
-SPECIAL_VALUES = {
-    "float": [0.0, -0.0, 1.5, -2.25, np.inf, -np.inf, np.nan, 1e-40, 6e4, -1e-3],
-    "int": [0, 1, -1, 7, -(2**31), 2**31 - 1],
-    "complex": [0, -0.0 - 0.0j, 1.5 - 2j, np.inf + 1j, complex(np.nan, -3.0), -1e-3j],
-    "bool": [True, False, False, True],
-}
-DTYPE_KINDS = {
-    tf.float16: "float",
-    tf.bfloat16: "float",
-    tf.float32: "float",
-    tf.float64: "float",
-    tf.int32: "int",
-    tf.int64: "int",
-    tf.complex64: "complex",
-    tf.complex128: "complex",
-    tf.bool: "bool",
-}
-
-
-def special_tensor(dtype):
-    values = np.array(SPECIAL_VALUES[DTYPE_KINDS[dtype]])
-    values = np.stack([values, values[::-1]])  # rank 2, so layout matters too
-    if dtype == tf.bool:
-        return tf.constant(values)
-    if dtype.is_integer:
-        return tf.constant(values.astype(dtype.as_numpy_dtype))
-    return tf.cast(tf.constant(values), dtype)
-
-
 def jit(fn):
     return tf.function(fn, jit_compile=True, autograph=False)
-
-
-@pytest.mark.parametrize("op_name", OP_PAIRS)
-@pytest.mark.parametrize("dtype", DTYPE_KINDS, ids=lambda dtype: dtype.name)
-def test_jit_forward_is_bit_exact_with_builtin(op_name, dtype):
-    ours, builtin = OP_PAIRS[op_name]
-    x = special_tensor(dtype)
-
-    ours_result = jit(lambda value: ours(value))(x)
-    builtin_result = jit(lambda value: builtin(value))(x)
-
-    assert ours_result.dtype == builtin_result.dtype == dtype
-    assert ours_result.shape == builtin_result.shape == x.shape
-    assert ours_result.numpy().tobytes() == builtin_result.numpy().tobytes()
-    assert ours_result.numpy().tobytes() == x.numpy().tobytes()
 
 
 def stable_softmax_and_gradient(stop, logits, weights):

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.framework.tensor_pb2 import TensorProto
 
 from . import _compat
 
@@ -520,12 +521,23 @@ def _check_pure(run: _Run) -> str:
     return "inputs unchanged, and the same outputs for the same inputs"
 
 
-# A fresh process: loads LIBRARY (path:FILE, module:NAME, or nothing), then the SavedModel in
-# DIRECTORY, and calls it on each sample's inputs, writing the outputs beside them.
+# A fresh process: writes which op types of the SavedModel in DIRECTORY TensorFlow alone does not
+# register (without them it cannot load), then loads LIBRARY (path:FILE, module:NAME, or nothing)
+# and the SavedModel, and calls it on each sample's inputs, writing the outputs beside them.
+# Tensors are stored as TensorProtos, which need no kernel (SerializeTensor has none for quantized
+# dtypes).
 _FRESH_PROCESS = """
 import importlib, pathlib, sys
 import tensorflow as tf
+from tensorflow.core.framework.tensor_pb2 import TensorProto
+from tensorflow.core.protobuf.saved_model_pb2 import SavedModel
+from tensorflow.python.framework import op_def_registry
 directory, library = pathlib.Path(sys.argv[1]), sys.argv[2]
+saved = SavedModel.FromString((directory / "model" / "saved_model.pb").read_bytes())
+graph = saved.meta_graphs[0].graph_def
+types = {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
+unregistered = sorted(t for t in types if op_def_registry.get(t) is None)
+(directory / "unregistered").write_text("\\n".join(unregistered))
 kind, _, name = library.partition(":")
 if kind == "path":
     tf.load_op_library(name)
@@ -533,65 +545,58 @@ elif kind == "module":
     importlib.import_module(name)
 model = tf.saved_model.load(str(directory / "model"))
 for sample in sorted((directory / "inputs").iterdir()):
-    inputs = [tf.io.parse_tensor(path.read_bytes(), path.suffix[1:]) for path in sorted(sample.iterdir())]
+    protos = (TensorProto.FromString(path.read_bytes()) for path in sorted(sample.iterdir()))
+    inputs = [tf.constant(tf.make_ndarray(proto), proto.dtype) for proto in protos]
     for i, output in enumerate(tf.nest.flatten(model.call(*inputs), expand_composites=True)):
-        path = directory / kind / sample.name / f"{i:04d}.{output.dtype.name}"
+        path = directory / "outputs" / sample.name / f"{i:04d}"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(tf.io.serialize_tensor(output).numpy())
+        path.write_bytes(tf.make_tensor_proto(output.numpy(), output.dtype).SerializeToString())
 """
 
 
 def _tensors_in(folder: Path) -> list[tf.Tensor]:
-    return [tf.io.parse_tensor(path.read_bytes(), path.suffix[1:]) for path in sorted(folder.iterdir())]
+    protos = (TensorProto.FromString(path.read_bytes()) for path in sorted(folder.iterdir()))
+    return [tf.constant(tf.make_ndarray(proto), proto.dtype) for proto in protos]
 
 
-def _fresh_processes(directory: str, libraries: dict[str, str]) -> dict[str, str]:
-    """Runs _FRESH_PROCESS for each library at once; returns each one's error, if it failed."""
+def _fresh_process(directory: str, library: str) -> str:
+    """Runs _FRESH_PROCESS; returns the error it ended with ('' if none), in one line."""
     environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    running = {how: subprocess.Popen([sys.executable, "-c", _FRESH_PROCESS, directory, library],
-                                     cwd=directory, env=environment, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-               for how, library in libraries.items()}  # fmt: skip
-    errors = {}
-    for how, process in running.items():
-        try:
-            lines = process.communicate(timeout=FRESH_PROCESS_TIMEOUT_S)[1].splitlines()
-        except subprocess.TimeoutExpired:
-            process.kill()
-            lines = [f"TimeoutError: it did not finish in {FRESH_PROCESS_TIMEOUT_S} s"]
-        if process.wait():
-            told = [line for line in lines if re.match(r"\w*(Error|Exception)\b", line)] or lines
-            found = [m.group(0) for p in TOLD for line in told[-1:] if (m := re.search(p, line))]
-            errors[how] = (found or told[-1:] or [f"exit status {process.returncode}"])[0][:300]
-    return errors
+    try:
+        ran = subprocess.run([sys.executable, "-c", _FRESH_PROCESS, directory, library],
+                             cwd=directory, env=environment, capture_output=True, text=True,
+                             timeout=FRESH_PROCESS_TIMEOUT_S)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return f"TimeoutError: it did not finish in {FRESH_PROCESS_TIMEOUT_S} s"
+    lines = ran.stderr.splitlines()
+    told = [line for line in lines if re.match(r"\w*(Error|Exception)\b", line)] or lines
+    found = [m.group(0) for p in TOLD for line in told[-1:] if (m := re.search(p, line))]
+    return (found or told[-1:] or [f"exit status {ran.returncode}"])[0][:300] if ran.returncode else ""
 
 
 def _check_saved_model(run: _Run) -> str:
-    if not (samples := run.usable()):
-        raise _Verdict("skipped", "no sample has a kernel on the CPU")
+    samples = run.usable()
     with tempfile.TemporaryDirectory(prefix="opcheck-") as directory:
         module = tf.Module()
         module.call = tf.function(run.fn, autograph=False)
         for sample in samples:
             module.call.get_concrete_function(*sample.tensors())
-            for i, tensor in enumerate(sample.tensors()):
-                path = Path(directory, "inputs", f"{sample.index:04d}", f"{i:04d}.{tensor.dtype.name}")
+            for i, (array, dtype) in enumerate(zip(sample.arrays, sample.dtypes)):
+                path = Path(directory, "inputs", f"{sample.index:04d}", f"{i:04d}")
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(tf.io.serialize_tensor(tensor).numpy())
+                path.write_bytes(tf.make_tensor_proto(array, dtype).SerializeToString())
         tf.saved_model.save(module, str(Path(directory, "model")))
-        libraries = {"with": run.library or "builtins:", "without": "none:"}
-        errors = _fresh_processes(directory, libraries if run.library else {"with": "builtins:"})
-        if "with" in errors:
+        if error := _fresh_process(directory, run.library or ""):
             raise _Verdict("failed", f"in a fresh process that loads {_loaded(run)}, the SavedModel "
-                           f"does not load and run: {errors['with']}")  # fmt: skip
-        kind = libraries["with"].split(":")[0]
+                           f"does not load and run: {error}")  # fmt: skip
+        unregistered = Path(directory, "unregistered").read_text().split()
         problems = [problem for sample in samples for problem in run.compare(
-            sample, run.eager(sample), _tensors_in(Path(directory, kind, f"{sample.index:04d}")),
+            sample, run.eager(sample), _tensors_in(Path(directory, "outputs", f"{sample.index:04d}")),
             "the loaded model")]  # fmt: skip
     if problems:
         raise _Verdict("failed", _listed(problems))
-    without = "" if not run.library else f"; without it, it does not load: {errors['without']}" \
-        if "without" in errors else "; without it, it loads and runs too"  # fmt: skip
+    without = f"; without it, it cannot load: TensorFlow alone registers no {', '.join(unregistered)}" \
+        if unregistered else "; it needs no op that TensorFlow alone lacks"  # fmt: skip
     return f"a fresh process that loads {_loaded(run)} gives the same outputs{without}"
 
 

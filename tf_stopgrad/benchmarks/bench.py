@@ -5,8 +5,9 @@
 this method), ``--wheel WHEEL`` adds the row of installing that wheel. The Markdown table
 holds the best sample of each side over interleaved rounds, its ratio and the target for that
 ratio (for the v1 Session cases: the median samples and the median of the per-round ratios),
-then the tape's memory, the export's cost against a save, and the time to import (and
-install) the plugin, against absolute targets. A missed target is reported as missed.
+then the tape's memory, the export's cost against a save, the time to import (and install)
+the plugin, and what opcheck costs, against absolute targets. A missed target is reported as
+missed.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tf_stopgrad.benchmarks import (
     cases,
     export_cost,
     import_and_install,
+    opcheck_cost,
     report,
     tape_memory,
     timing,
@@ -48,13 +50,14 @@ def run(
     if rounds is None:
         rounds = QUICK_ROUNDS if quick else FULL_ROUNDS
     timed = [case(quick) for case in cases.CASES]
-    other_rows: list[Callable[[], report.Row]] = [
-        lambda: tape_memory.row(quick),
-        lambda: export_cost.row(quick, variables_mb),
-        lambda: import_and_install.import_row(quick),
+    other_rows: list[Callable[[], list[report.Row]]] = [
+        lambda: [tape_memory.row(quick)],
+        lambda: [export_cost.row(quick, variables_mb)],
+        lambda: [import_and_install.import_row(quick)],
+        lambda: opcheck_cost.rows(quick),
     ]
     if wheel is not None:
-        other_rows.append(lambda: import_and_install.wheel_install_row(wheel))
+        other_rows.append(lambda: [import_and_install.wheel_install_row(wheel)])
     total = rounds * sum(len(case.variants) for case in timed) + len(other_rows)
     done = 0
 
@@ -66,7 +69,7 @@ def run(
 
     rows = timing.time_interleaved(timed, rounds, count)
     for measure in other_rows:
-        rows.append(measure())
+        rows += measure()
         count()
     return rows
 
@@ -84,6 +87,7 @@ def method() -> str:
         "Tape memory": _markdown(tape_memory),
         "Export": _markdown(export_cost),
         "Import and install": _markdown(import_and_install),
+        "opcheck": _markdown(opcheck_cost),
     }
     parts = [_markdown(sys.modules[__name__])]
     parts += [f"### {title}\n\n{text}" for title, text in sections.items()]

@@ -1,0 +1,39 @@
+"""What ``tf_stopgrad.testing.opcheck`` costs an op's author: ``stop_gradient`` checked on ten
+samples of as many dtypes and shapes (two with ``--quick``), once, in this process.
+
+* The checks that run in this process, all but ``saved_model`` (target: 10 s).
+* ``saved_model``: a SavedModel written, then loaded and run in a fresh Python process that
+  imports TensorFlow and tf_stopgrad (target: 15 s).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+import tf_stopgrad
+from tf_stopgrad.benchmarks.report import Row
+from tf_stopgrad.testing import CHECKS, opcheck
+
+DTYPES = (np.float32, np.float64, np.float16, np.complex64, np.int32, np.int64, np.int8,
+          np.uint8, np.bool_, np.float32)  # fmt: skip
+SHAPES = ((2, 3), (), (4,), (3, 1), (2, 2), (0,), (5,), (2, 1, 2), (6,), (64, 64))
+
+
+def _samples(count: int) -> list[tuple[np.ndarray]]:
+    rng = np.random.default_rng(0)
+    return [(rng.standard_normal(shape).astype(dtype),) for dtype, shape in zip(DTYPES, SHAPES)][:count]
+
+
+def rows(quick: bool) -> list[Row]:
+    samples = _samples(2 if quick else 10)
+    timed = []
+    for checks in ([name for name in CHECKS if name != "saved_model"], ["saved_model"]):
+        start = time.perf_counter()
+        results = opcheck(tf_stopgrad.stop_gradient, samples, checks=checks, library="tf_stopgrad")
+        timed.append(time.perf_counter() - start)
+        results.raise_on_failure()
+    where = f"stop_gradient, {len(samples)} samples"
+    return [Row(f"opcheck: the checks in this process ({where})", timed[0], "s", target=10.0),
+            Row(f"opcheck: saved_model, in a fresh process ({where})", timed[1], "s", target=15.0)]  # fmt: skip
