@@ -9,6 +9,7 @@ imports all the same.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -205,6 +206,31 @@ def test_the_release_and_its_rehearsal_run_the_same_checks():
     assert 'python .ci/release.py check "${tag}"' in rehearsal
     assert 'python .ci/release.py maven "${DIST}" "${maven[@]}"' in rehearsal
     assert 'maven=(-DskipUpload=true ' in rehearsal
+
+
+@pytest.mark.slow
+def test_a_lane_that_stops_early_fails_and_says_where(tmp_path):
+    """A lane that returns after a command that is not a step fails (it has no failed step to
+    count), and its line names that command."""
+    for name in (".ci/lanes", "build_backend/supported_tensorflow.py", "pyproject.toml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO_ROOT / name, tmp_path / name)
+    lanes = tmp_path / ".ci" / "lanes"
+    # The lint lane, made to stop at a mkdir whose parent does not exist.
+    stops_early = ('lane_lint() { step "a first check" true && mkdir "${LANE_DIR}/missing/dir" '
+                   '&& step "a check never run" true || return; }\n')  # fmt: skip
+    dispatcher = "\ncase ${LANE} in\n"
+    assert lanes.read_text().count(dispatcher) == 1
+    lanes.write_text(lanes.read_text().replace(dispatcher, f"\n{stops_early}{dispatcher[1:]}"))
+    # Without .ci/run's settings, and TOX_ENV_DIR above all: a lane removes that directory.
+    environment = {name: value for name, value in os.environ.items()
+                   if not name.startswith(("CI_", "TOX_"))}  # fmt: skip
+    ran = subprocess.run(["bash", str(lanes), "lint"], cwd=tmp_path, env=environment,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    result = (tmp_path / "ci-logs" / "results" / "lint").read_text()
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert re.search(r"\| 1 1 \| a first check in \d+ s; FAILED: .*stopped .*"
+                     r'mkdir "\$\{LANE_DIR\}/missing/dir"', result), result  # fmt: skip
 
 
 def supported_minors() -> list[tuple[int, int]]:
