@@ -3,13 +3,12 @@ release lane rehearses on the tag the version makes; run in the repository's roo
 
     check TAG NOTES          TAG, pyproject.toml, java/pom.xml (with the metadata Central
         requires) and CHANGELOG.md's dated section for the version, written to NOTES, agree
-    maven WHEELS [ARG...]    Central's bundle (java/target/central-publishing): the jars of
-        WHEELS' op libraries and the pom, signed by java/pom.xml's release profile
-    central-published VERSION | central-upload BUNDLE | central-publish DEPLOYMENT   Central's
-        Publisher API (token: MAVEN_CENTRAL_USERNAME and _PASSWORD): has it published VERSION
-        (true, false); BUNDLE's deployment, unpublished, once validated; that deployment published
-    serves pypi|central DIR VERSION   the registry serves VERSION's files as DIR has them
-        (Central: the jars and the pom), by their digests, and no other file
+    maven WHEELS [ARG...]    the jars of WHEELS' op libraries, signed and uploaded by the pom's
+        release profile, to wait at Central, validated, until published
+    central-published VERSION | central-publish DEPLOYMENT   Central's Publisher API (token in
+        MAVEN_CENTRAL_USERNAME, _PASSWORD): has it published VERSION; publish the deployment
+    serves pypi|central DIR VERSION   the registry serves VERSION's files as DIR has them (on
+        Central, the jars and pom), by their digests, and no other
 CENTRAL_API, CENTRAL_REPOSITORY and PYPI, when set, are stand-ins for the registries.
 """
 
@@ -31,7 +30,7 @@ import tomllib
 CENTRAL_API = os.environ.get("CENTRAL_API", "https://central.sonatype.com/api/v1/publisher")
 CENTRAL_REPOSITORY = os.environ.get("CENTRAL_REPOSITORY", "https://repo1.maven.org/maven2")
 PYPI = os.environ.get("PYPI", "https://pypi.org")
-# Central validates and publishes in minutes; its repository can lag by half an hour.
+# Maven Central's repository can lag the publication by half an hour.
 WAIT_SECONDS, POLL_SECONDS = 45 * 60, 15
 
 # What Central refuses a release's POM without, beside the coordinates.
@@ -62,14 +61,13 @@ def release_notes(tag: str) -> str:
     if section is None or not section.group(2).strip():
         raise SystemExit(f"release: CHANGELOG.md has no section for {version}, or an empty "
                          f"one: write the release's changes under '## [{version}] - DATE'")
-    if not re.fullmatch(rf"## \[{re.escape(version)}\] - \d{{4}}-\d\d-\d\d", section.group(1)):
-        raise SystemExit(f"release: CHANGELOG.md's section for {version} is headed "
-                         f"'{section.group(1)}', without the release's date: head it "
-                         f"'## [{version}] - YYYY-MM-DD'")  # fmt: skip
+    if not re.fullmatch(rf"## \[{re.escape(version)}\] - \d{{4}}-\d\d-\d\d", heading := section[1]):
+        raise SystemExit(f"release: CHANGELOG.md's section for {version} is headed '{heading}', "
+                         f"without the release's date: head it '## [{version}] - YYYY-MM-DD'")
     return section.group(2).strip() + "\n"
 
 
-def central_bundle(wheels: str, *maven_arguments: str) -> int:
+def deploy_to_maven_central(wheels: str, *maven_arguments: str) -> int:
     timestamp = os.environ.get("SOURCE_DATE_EPOCH") or subprocess.check_output(
         ["git", "log", "-1", "--format=%ct"], text=True
     )
@@ -92,44 +90,19 @@ def fetch(url: str, data: bytes | None = None, headers: dict | None = None) -> b
                          f"{error.read().decode(errors='replace')[:2000]}") from None  # fmt: skip
 
 
-def central(path: str, data: bytes | None = b"", content_type: str = "text/plain") -> str:
+def central(path: str, data: bytes | None = b"") -> dict:
     """Central's Publisher API's answer to a POST (a GET if data is None)."""
     token = f"{os.environ['MAVEN_CENTRAL_USERNAME']}:{os.environ['MAVEN_CENTRAL_PASSWORD']}"
-    headers = {"Authorization": f"Bearer {base64.b64encode(token.encode()).decode()}",
-               "Content-Type": content_type}  # fmt: skip
-    answer = fetch(f"{CENTRAL_API}/{path}", data, headers)
+    authorization = {"Authorization": f"Bearer {base64.b64encode(token.encode()).decode()}"}
+    answer = fetch(f"{CENTRAL_API}/{path}", data, authorization)
     if answer is None:
         raise SystemExit(f"release: Central's Publisher API has no {path}")
-    return answer.decode()
-
-
-def deployment_state(deployment: str, *awaited: str) -> str:
-    """Polls the deployment's state until it is one of awaited; FAILED, or none in time, fails."""
-    deadline = time.monotonic() + WAIT_SECONDS
-    while (state := json.loads(central(f"status?id={deployment}")))["deploymentState"] != "FAILED":
-        if state["deploymentState"] in awaited:
-            return state["deploymentState"]
-        if time.monotonic() > deadline:
-            break
-        time.sleep(POLL_SECONDS)
-    raise SystemExit(f"release: Central's deployment is not {' or '.join(awaited)}: {state}")
-
-
-def central_upload(bundle: str) -> str:
-    content = Path(bundle).read_bytes()
-    boundary = hashlib.sha256(content).hexdigest()  # a line the bundle cannot hold: its digest
-    form = (f'--{boundary}\r\nContent-Disposition: form-data; name="bundle"; filename="{bundle}"'
-            "\r\n\r\n").encode() + content + f"\r\n--{boundary}--\r\n".encode()  # fmt: skip
-    deployment = central("upload?publishingType=USER_MANAGED", form,
-                         f"multipart/form-data; boundary={boundary}")  # fmt: skip
-    deployment_state(deployment, "VALIDATED")
-    return deployment
+    return json.loads(answer or "{}")
 
 
 def serves(registry: str, directory: str, version: str, group: str, artifact: str) -> None:
-    """Polls what the registry serves until it serves each file as built (PyPI: each file of the
-    version, by sha256; Maven Central: the jars and pom, by .sha1); a file served with another
-    digest, or not built, fails at once."""
+    """Polls until the registry serves each file as built (PyPI: each of the version's, by sha256;
+    Maven Central: the jars and pom, by .sha1); another digest, or a file not built, fails."""
     files = [file for file in Path(directory).iterdir()
              if registry == "pypi" or file.suffix in (".jar", ".pom")]  # fmt: skip
     algorithm = "sha256" if registry == "pypi" else "sha1"
@@ -145,8 +118,7 @@ def serves(registry: str, directory: str, version: str, group: str, artifact: st
             sums = {name: fetch(f"{repository}/{name}.sha1") for name in built}
             serving = {name: answer.decode().split()[0] for name, answer in sums.items() if answer}
         if other := sorted(name for name, digest in serving.items() if built.get(name) != digest):
-            raise SystemExit(f"release: {registry} serves other files than this release's: "
-                             f"{', '.join(other)}")  # fmt: skip
+            raise SystemExit(f"release: {registry} serves other bytes than built: {other}")
         if not (missing := sorted(built.keys() - serving.keys())):
             return print(f"release: {registry} serves this release's {len(built)} files as built")
         if time.monotonic() > deadline:
@@ -163,16 +135,16 @@ if __name__ == "__main__":
         print(f"release: {arguments[0]} is the version of pyproject.toml, java/pom.xml and "
               "CHANGELOG.md")  # fmt: skip
     elif command == "maven" and arguments:
-        sys.exit(central_bundle(*arguments))
+        sys.exit(deploy_to_maven_central(*arguments))
     elif command == "central-published" and len(arguments) == 1:
         query = f"published?namespace={group}&name={artifact}&version={arguments[0]}"
-        print(str(json.loads(central(query, None))["published"]).lower())
-    elif command == "central-upload" and len(arguments) == 1:
-        print(central_upload(arguments[0]))
+        print(str(central(query, None)["published"]).lower())
     elif command == "central-publish" and len(arguments) == 1:
-        if deployment_state(arguments[0], "VALIDATED", "PUBLISHING", "PUBLISHED") == "VALIDATED":
+        status = central(f"status?id={arguments[0]}")
+        if status["deploymentState"] == "VALIDATED":
             central(f"deployment/{arguments[0]}")
-        deployment_state(arguments[0], "PUBLISHED")
+        elif status["deploymentState"] not in ("PUBLISHING", "PUBLISHED"):  # a re-run's
+            raise SystemExit(f"release: Central's deployment is not VALIDATED: {status}")
     elif command == "serves" and len(arguments) == 3 and arguments[0] in ("pypi", "central"):
         serves(arguments[0], arguments[1], arguments[2], group, artifact)
     else:

@@ -1,8 +1,9 @@
-"""Stand-ins on 127.0.0.1 for the registries .ci/release.py calls, as their documents describe
+"""Stand-ins on 127.0.0.1 for the registries the release calls, as their documents describe
 them: Central's Publisher API (https://central.sonatype.org/publish/publish-portal-api/ and its
 OpenAPI, https://central.sonatype.com/api-doc), Maven Central's repository, and PyPI's JSON API
-(https://docs.pypi.org/api/json/). CI's release lane rehearses the release against them;
-tests/test_release.py also breaks them, one way at a time.
+(https://docs.pypi.org/api/json/). CI's release lane rehearses the release against them, the
+central-publishing-maven-plugin uploading; tests/test_release.py also breaks them, one way at a
+time.
 
     python tests/registry_stand_ins.py PORT TOKEN PYPI_FILES
 
@@ -10,9 +11,8 @@ serves, until it is stopped, at http://127.0.0.1:PORT:
 
 - /api/v1/publisher/: Central's Publisher API for the user token TOKEN (USER:PASSWORD), a 401
   for any other. An uploaded bundle is PENDING, then VALIDATING at the first poll of its status,
-  then VALIDATED, or FAILED with Central's errors when a file of the component lacks its .asc
-  (which gpg verifies), .md5 or .sha1, or the sum is wrong, or the bundle holds any other file.
-  Published, it is PUBLISHING, then PUBLISHED, and its files are in the repository;
+  then VALIDATED, or FAILED with Central's errors (RegistryStandIns.validate). Published, it is
+  PUBLISHING, then PUBLISHED, and its files are in the repository;
 - /maven2/: that repository;
 - /pypi/PROJECT/VERSION/json: PyPI's JSON API for the files of PYPI_FILES (a directory).
 """
@@ -130,8 +130,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.upload(body, query)
         if endpoint == "status" and query.get("id") in deployments:
             deployment = deployments[query["id"]]
-            status = {"deploymentId": query["id"], "deploymentState": deployment["states"][0],
-                      "purls": [], "errors": deployment["errors"]}  # fmt: skip
+            status = {"deploymentId": query["id"], "deploymentName": deployment["name"],
+                      "deploymentState": deployment["states"][0], "purls": [],
+                      "errors": deployment["errors"]}  # fmt: skip
             if len(deployment["states"]) > 1:
                 deployment["states"].pop(0)
             return self.answer(200, status)
@@ -150,8 +151,9 @@ class Handler(BaseHTTPRequestHandler):
         return list(states[-1:] if self.server.immediate else states)
 
     def authenticated(self) -> bool:
+        """The user token, in either scheme the API takes: Bearer, or the plugin's UserToken."""
         token = base64.b64encode(self.server.token.encode()).decode()
-        if self.headers.get("Authorization") == f"Bearer {token}":
+        if self.headers.get("Authorization") in (f"Bearer {token}", f"UserToken {token}"):
             return True
         self.answer(401, "Invalid token")
         return False
@@ -176,6 +178,7 @@ class Handler(BaseHTTPRequestHandler):
         self.server.deployments[deployment] = {
             "states": self.states("PENDING", "VALIDATING", "FAILED" if errors else "VALIDATED"),
             "errors": {"bundle": errors} if errors else {}, "files": files,
+            "name": query.get("name", "bundle"),
             "components": components,
         }  # fmt: skip
         self.answer(201, deployment)

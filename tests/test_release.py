@@ -1,18 +1,22 @@
 """The release's calls to the registries (.ci/release.py) against tests/registry_stand_ins.py:
 the order release.yml runs them in, and each way a registry can refuse the release or serve
-other bytes than it built, which must fail the release and say so.
+other bytes than it built, which must fail the release and say so. Here a bundle is uploaded as
+the central-publishing-maven-plugin uploads it (CI's release lane runs the plugin itself).
 
 None uses TensorFlow, which conftest.py imports all the same.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib.util
+import io
 import os
 import shutil
 import subprocess
 import sys
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -60,13 +64,6 @@ def bundle_files(signing_key) -> dict[str, bytes]:
     return files
 
 
-def zipped(files: dict[str, bytes], path: Path) -> Path:
-    with zipfile.ZipFile(path, "w") as bundle:
-        for name, content in files.items():
-            bundle.writestr(name, content)
-    return path
-
-
 @pytest.fixture
 def registries(tmp_path, signing_key, monkeypatch):
     """The stand-ins, serving PyPI's files from tmp_path/pypi; their environment for
@@ -84,6 +81,23 @@ def registries(tmp_path, signing_key, monkeypatch):
         )
         stand_ins.immediate = True
         yield stand_ins
+
+
+def upload(registries, files: dict[str, bytes]) -> str:
+    """The plugin's upload of a bundle of files (autoPublish false): the deployment's id."""
+    bundle = io.BytesIO()
+    with zipfile.ZipFile(bundle, "w") as archive:
+        for name, content in files.items():
+            archive.writestr(name, content)
+    head = '--b\r\nContent-Disposition: form-data; name="bundle"; filename="central-bundle.zip"'
+    form = f"{head}\r\n\r\n".encode() + bundle.getvalue() + b"\r\n--b--\r\n"
+    token = base64.b64encode(":".join(TOKEN).encode()).decode()
+    request = urllib.request.Request(
+        f"{registries.url}/api/v1/publisher/upload?publishingType=USER_MANAGED", form,
+        {"Authorization": f"UserToken {token}", "Content-Type": "multipart/form-data; boundary=b"},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        return answer.read().decode()
 
 
 def release(registries, *arguments: str, **environment: str) -> subprocess.CompletedProcess:
@@ -116,12 +130,8 @@ def wheels(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_the_release_in_its_order_publishes_what_it_built(registries, bundle_files, tmp_path):
-    bundle = zipped(bundle_files, tmp_path / "central-bundle.zip")
     assert release(registries, "central-published", VERSION).stdout == "false\n"
-
-    uploaded = release(registries, "central-upload", str(bundle))
-    assert uploaded.returncode == 0, uploaded.stderr
-    deployment = uploaded.stdout.strip()
+    deployment = upload(registries, bundle_files)
     assert registries.deployments[deployment]["states"] == ["VALIDATED"]
     assert not registries.repository, "an upload published something"
 
@@ -133,13 +143,21 @@ def test_the_release_in_its_order_publishes_what_it_built(registries, bundle_fil
     published = release(registries, "central-publish", deployment)
     assert published.returncode == 0, published.stderr
     served = release(registries, "serves", "central", str(built(tmp_path, bundle_files)), VERSION)
-    assert served.returncode == 0 and "central serves this release's 4 files" in served.stdout, (
-        served
-    )
+    assert served.returncode == 0, served.stderr
+    assert "central serves this release's 4 files" in served.stdout
     assert release(registries, "central-published", VERSION).stdout == "true\n"
     # A re-run of the job: the deployment is published already, and is left as it is.
     again = release(registries, "central-publish", deployment)
     assert again.returncode == 0, again.stderr
+
+
+@pytest.mark.slow
+def test_a_deployment_central_refused_is_not_published(registries, bundle_files):
+    deployment = upload(registries, {**bundle_files, f"{BASE}.jar": b"other bytes"})
+    published = release(registries, "central-publish", deployment)
+    assert published.returncode == 1 and not registries.repository
+    assert "Central's deployment is not VALIDATED" in published.stderr
+    assert f"{BASE}.jar.asc: missing, or not a valid signature" in published.stderr
 
 
 def without(name: str):
@@ -166,15 +184,12 @@ BUNDLE_DEFECTS = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("defect", sorted(BUNDLE_DEFECTS))
-def test_a_bundle_central_refuses_fails_the_upload_with_central_s_errors(
-    registries, bundle_files, tmp_path, defect
-):
+def test_the_stand_in_refuses_what_central_refuses(registries, bundle_files, defect):
+    """The rehearsal's Central fails a bundle with any of these defects, as Central does."""
     change, error = BUNDLE_DEFECTS[defect]
-    uploaded = release(
-        registries, "central-upload", str(zipped(change(bundle_files), tmp_path / "b.zip"))
-    )
-    assert uploaded.returncode == 1 and not uploaded.stdout
-    assert "Central's deployment is not VALIDATED" in uploaded.stderr and error in uploaded.stderr
+    deployment = registries.deployments[upload(registries, change(bundle_files))]
+    assert deployment["states"] == ["FAILED"] and error in deployment["errors"]["bundle"]
+    assert registries.deployments[upload(registries, bundle_files)]["errors"] == {}
 
 
 @pytest.mark.slow
@@ -192,23 +207,21 @@ def test_a_registry_serving_other_bytes_fails_at_once(registries, bundle_files, 
     (tmp_path / "pypi" / f"tf_stopgrad-{VERSION}.tar.gz").write_bytes(b"the moved tag's sdist")
     served = release(registries, "serves", "pypi", str(dist), VERSION)
     assert served.returncode == 1
-    assert f"serves other files than this release's: tf_stopgrad-{VERSION}.tar.gz" in served.stderr
+    assert f"serves other bytes than built: ['tf_stopgrad-{VERSION}.tar.gz']" in served.stderr
 
     # A file of the version that this release did not build.
     shutil.copytree(dist, tmp_path / "pypi", dirs_exist_ok=True)
     (tmp_path / "pypi" / f"tf_stopgrad-{VERSION}-py3-none-any.whl").write_bytes(b"another wheel")
     served = release(registries, "serves", "pypi", str(dist), VERSION)
     assert served.returncode == 1
-    assert (
-        f"other files than this release's: tf_stopgrad-{VERSION}-py3-none-any.whl" in served.stderr
-    )
+    assert f"other bytes than built: ['tf_stopgrad-{VERSION}-py3-none-any.whl']" in served.stderr
 
     # Maven Central serving another jar than the one built.
     registries.repository.update(bundle_files)
     registries.repository[f"{BASE}.jar.sha1"] = hashlib.sha1(b"another jar").hexdigest().encode()
     served = release(registries, "serves", "central", str(built(tmp_path, bundle_files)), VERSION)
     assert served.returncode == 1
-    assert f"serves other files than this release's: tf-stopgrad-{VERSION}.jar" in served.stderr
+    assert f"serves other bytes than built: ['tf-stopgrad-{VERSION}.jar']" in served.stderr
 
 
 @pytest.fixture
@@ -224,15 +237,6 @@ def release_module(registries, monkeypatch):
     monkeypatch.setattr(module, "POLL_SECONDS", 0)
     monkeypatch.chdir(REPO_ROOT)
     return module
-
-
-@pytest.mark.slow
-def test_the_upload_waits_while_central_validates(
-    release_module, registries, bundle_files, tmp_path
-):
-    registries.immediate = False  # PENDING, then VALIDATING, then VALIDATED, a poll each
-    deployment = release_module.central_upload(str(zipped(bundle_files, tmp_path / "b.zip")))
-    assert registries.deployments[deployment]["states"] == ["VALIDATED"]
 
 
 @pytest.mark.slow

@@ -231,7 +231,8 @@ def test_the_rehearsal_runs_the_release_s_commands_in_its_order():
     lanes = (REPO_ROOT / ".ci" / "lanes").read_text()
     rehearsal = release_commands(lanes[lanes.index("lane_release() {") :])
     assert set(release) == set(rehearsal), "the rehearsal runs other commands than the release"
-    publishing = ["central-upload", "serves pypi", "central-publish", "serves central"]
+    # The upload to Central (maven), PyPI's, then Central's publication.
+    publishing = ["maven", "serves pypi", "central-publish", "serves central"]
     assert [command for command in rehearsal if command in publishing][:4] == publishing
     assert 'python3 .ci/release.py check "$GITHUB_REF_NAME" notes.md' in "".join(
         run_blocks((WORKFLOWS / "release.yml").read_text()))
@@ -247,8 +248,9 @@ def test_nothing_is_public_before_both_registries_have_validated_what_they_take(
         return {earlier for need in needs.get(job, []) for earlier in {need, *before(need)}}
 
     runs = {job: release_commands(lines) for job, lines in jobs.items()}
-    assert runs["central-upload"][-1:] == ["central-upload"] and "central-upload" not in sum(
-        (runs[job] for job in jobs if job != "central-upload"), [])
+    uploads = [job for job, commands in runs.items() if "maven" in commands]
+    assert uploads == ["central-upload"]
+    assert "<autoPublish>false</autoPublish>" in (REPO_ROOT / "java" / "pom.xml").read_text()
     assert "pypa/gh-action-pypi-publish@" in jobs["pypi"]
     assert {"check", "ci", "preflight", "central-upload"} <= before("pypi")
     assert runs["pypi-served"] == ["serves pypi"] and "pypi" in before("pypi-served")
