@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from registry_stand_ins import RegistryStandIns
+from test_repository import run_blocks
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VERSION = "0.1.0"
@@ -248,3 +249,58 @@ def test_a_file_the_registry_never_serves_fails_when_the_wait_ends(
         release_module.serves(
             "pypi", str(wheels(tmp_path)), VERSION, "org.tfstopgrad", "tf-stopgrad"
         )
+
+
+@pytest.fixture(scope="module")
+def protected_key(tmp_path_factory) -> tuple[str, str]:
+    """An armored private key protected by the passphrase "passphrase", and its public key."""
+    gnupg = tmp_path_factory.mktemp("protected")
+    gnupg.chmod(0o700)
+    gpg = ["gpg", "--batch", "--homedir", str(gnupg), "--pinentry-mode", "loopback", "--passphrase",
+           "passphrase"]  # fmt: skip
+    subprocess.run([*gpg, "--quick-generate-key", "release <release@invalid>", "default", "default",
+                    "never"], check=True, capture_output=True, timeout=120)  # fmt: skip
+    exported = [subprocess.run([*gpg, "--armor", export], check=True, capture_output=True,
+                               text=True, timeout=60).stdout
+                for export in ("--export-secret-keys", "--export")]  # fmt: skip
+    subprocess.run(["gpgconf", "--homedir", str(gnupg), "--kill", "gpg-agent"], timeout=60)
+    return exported[0], exported[1]
+
+
+# The preflight's findings: (what is wrong, its exit status, what it says).
+PREFLIGHT = {
+    "nothing": ({}, 0, "The token authenticates; Central has published 0.1.0 already: false"),
+    "a secret not set": ({"MAVEN_CENTRAL_PASSWORD": ""}, 1,
+                         "::error::The environment maven-central has no secret MAVEN_CENTRAL_PAS"),
+    "the passphrase": ({"MAVEN_GPG_PASSPHRASE": "wrong"}, 2, "signing failed: Bad passphrase"),
+    "no keyserver has the key": ({"KEYSERVER_KEY": ""}, 1,
+                                 "::error::No keyserver Central asks serves the public key"),
+    "the token": ({"MAVEN_CENTRAL_PASSWORD": "wrong"}, 1, "answered 401 Unauthorized"),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wrong", sorted(PREFLIGHT))
+def test_the_preflight_fails_on_what_would_fail_central(registries, protected_key, tmp_path, wrong):
+    """release.yml's preflight step, against the stand-ins and a keyserver (curl) that serves the
+    public key from keys.openpgp.org only."""
+    workflow = (REPO_ROOT / ".github" / "workflows" / "release.yml").read_text()
+    [script] = [script for script in run_blocks(workflow) if "MAVEN_GPG_PRIVATE_KEY" in script]
+    (tmp_path / "public.asc").write_text(protected_key[1])
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "curl").write_text(
+        '#!/bin/sh\ncase "$*" in *keys.openpgp.org*) [ -n "$KEYSERVER_KEY" ] && exec cat '
+        '"$KEYSERVER_KEY";; esac\necho "curl: (22) 404" >&2; exit 22\n')  # fmt: skip
+    (tmp_path / "bin" / "curl").chmod(0o755)
+    change, status, says = PREFLIGHT[wrong]
+    environment = {**registries.environment, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+                   "RUNNER_TEMP": str(tmp_path), "GITHUB_REF_NAME": f"v{VERSION}",
+                   "MAVEN_GPG_PRIVATE_KEY": protected_key[0], "MAVEN_GPG_PASSPHRASE": "passphrase",
+                   "KEYSERVER_KEY": str(tmp_path / "public.asc"), **change}  # fmt: skip
+    environment.pop("GNUPGHOME")
+    bash = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script]  # GitHub's
+    ran = subprocess.run(bash, cwd=REPO_ROOT, env=environment, capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    subprocess.run(["gpgconf", "--homedir", str(tmp_path / "gnupg"), "--kill", "gpg-agent"],
+                   timeout=60)  # fmt: skip
+    assert ran.returncode == status and says in ran.stdout + ran.stderr, ran.stdout + ran.stderr
