@@ -1,21 +1,37 @@
 """The release's own steps, which .github/workflows/release.yml runs on the pushed tag and CI's
 release lane rehearses on the tag the version makes; run in the repository's root (Python 3.11).
 
-    python3 .ci/release.py check TAG NOTES       TAG, pyproject.toml, java/pom.xml (with the
-        metadata Central requires) and CHANGELOG.md's section for the version, written to NOTES,
-        agree; else it says what to change
-    python3 .ci/release.py maven WHEELS [ARG...]  the jars of WHEELS' op libraries, signed and
-        deployed to Maven Central by java/pom.xml's release profile, dated by the commit
+    check TAG NOTES          TAG, pyproject.toml, java/pom.xml (with the metadata Central
+        requires) and CHANGELOG.md's dated section for the version, written to NOTES, agree
+    maven WHEELS [ARG...]    the jars of WHEELS' op libraries, signed and uploaded by the pom's
+        release profile, to wait at Central, validated, until published
+    central-published VERSION | central-publish DEPLOYMENT   Central's Publisher API (token in
+        MAVEN_CENTRAL_USERNAME, _PASSWORD): has it published VERSION; publish the deployment
+    serves pypi|central DIR VERSION   the registry serves VERSION's files as DIR has them (on
+        Central, the jars and pom), by their digests, and no other
+CENTRAL_API, CENTRAL_REPOSITORY and PYPI, when set, are stand-ins for the registries.
 """
 
+import base64
+import hashlib
+import json
 import os
 import re
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import tomllib
+
+CENTRAL_API = os.environ.get("CENTRAL_API", "https://central.sonatype.com/api/v1/publisher")
+CENTRAL_REPOSITORY = os.environ.get("CENTRAL_REPOSITORY", "https://repo1.maven.org/maven2")
+PYPI = os.environ.get("PYPI", "https://pypi.org")
+# Maven Central's repository can lag the publication by half an hour.
+WAIT_SECONDS, POLL_SECONDS = 45 * 60, 15
 
 # What Central refuses a release's POM without, beside the coordinates.
 CENTRAL_POM_FIELDS = ("name", "description", "url", "licenses/license/name",
@@ -40,12 +56,15 @@ def release_notes(tag: str) -> str:
         raise SystemExit(f"release: java/pom.xml lacks what Maven Central requires: "
                          f"{', '.join(missing)}")  # fmt: skip
     changelog = Path("CHANGELOG.md").read_text()
-    section = re.search(rf"^## \[{re.escape(version)}\][^\n]*\n(.*?)(?=^## |\Z)", changelog,
+    section = re.search(rf"^(## \[{re.escape(version)}\][^\n]*)\n(.*?)(?=^## |\Z)", changelog,
                         re.MULTILINE | re.DOTALL)  # fmt: skip
-    if section is None or not section.group(1).strip():
+    if section is None or not section.group(2).strip():
         raise SystemExit(f"release: CHANGELOG.md has no section for {version}, or an empty "
                          f"one: write the release's changes under '## [{version}] - DATE'")
-    return section.group(1).strip() + "\n"
+    if not re.fullmatch(rf"## \[{re.escape(version)}\] - \d{{4}}-\d\d-\d\d", heading := section[1]):
+        raise SystemExit(f"release: CHANGELOG.md's section for {version} is headed '{heading}', "
+                         f"without the release's date: head it '## [{version}] - YYYY-MM-DD'")
+    return section.group(2).strip() + "\n"
 
 
 def deploy_to_maven_central(wheels: str, *maven_arguments: str) -> int:
@@ -59,12 +78,74 @@ def deploy_to_maven_central(wheels: str, *maven_arguments: str) -> int:
     return subprocess.run(command).returncode
 
 
+def fetch(url: str, data: bytes | None = None, headers: dict | None = None) -> bytes | None:
+    """The answer's body to a GET (a POST with data), or None for a 404; other errors fail."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data, headers or {})) as answer:
+            return answer.read()
+    except urllib.error.HTTPError as error:
+        if error.code == 404:
+            return None
+        raise SystemExit(f"release: {url} answered {error.code} {error.reason}: "
+                         f"{error.read().decode(errors='replace')[:2000]}") from None  # fmt: skip
+
+
+def central(path: str, data: bytes | None = b"") -> dict:
+    """Central's Publisher API's answer to a POST (a GET if data is None)."""
+    token = f"{os.environ['MAVEN_CENTRAL_USERNAME']}:{os.environ['MAVEN_CENTRAL_PASSWORD']}"
+    authorization = {"Authorization": f"Bearer {base64.b64encode(token.encode()).decode()}"}
+    answer = fetch(f"{CENTRAL_API}/{path}", data, authorization)
+    if answer is None:
+        raise SystemExit(f"release: Central's Publisher API has no {path}")
+    return json.loads(answer or "{}")
+
+
+def serves(registry: str, directory: str, version: str, group: str, artifact: str) -> None:
+    """Polls until the registry serves each file as built (PyPI: each of the version's, by sha256;
+    Maven Central: the jars and pom, by .sha1); another digest, or a file not built, fails."""
+    files = [file for file in Path(directory).iterdir()
+             if registry == "pypi" or file.suffix in (".jar", ".pom")]  # fmt: skip
+    algorithm = "sha256" if registry == "pypi" else "sha1"
+    built = {file.name: hashlib.new(algorithm, file.read_bytes()).hexdigest() for file in files}
+    project = tomllib.loads(Path("pyproject.toml").read_text())["project"]["name"]
+    repository = f"{CENTRAL_REPOSITORY}/{group.replace('.', '/')}/{artifact}/{version}"
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        if registry == "pypi":
+            answer = json.loads(fetch(f"{PYPI}/pypi/{project}/{version}/json") or '{"urls": []}')
+            serving = {file["filename"]: file["digests"]["sha256"] for file in answer["urls"]}
+        else:
+            sums = {name: fetch(f"{repository}/{name}.sha1") for name in built}
+            serving = {name: answer.decode().split()[0] for name, answer in sums.items() if answer}
+        if other := sorted(name for name, digest in serving.items() if built.get(name) != digest):
+            raise SystemExit(f"release: {registry} serves other bytes than built: {other}")
+        if not (missing := sorted(built.keys() - serving.keys())):
+            return print(f"release: {registry} serves this release's {len(built)} files as built")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"release: {registry} does not serve {', '.join(missing)}")
+        time.sleep(POLL_SECONDS)
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["check"] and len(sys.argv) == 4:
-        Path(sys.argv[3]).write_text(release_notes(sys.argv[2]))
-        print(f"release: {sys.argv[2]} is the version of pyproject.toml, java/pom.xml and "
+    command, *arguments = sys.argv[1:] or [""]
+    pom = ElementTree.parse("java/pom.xml").getroot()
+    group, artifact = pom.findtext("{*}groupId") or "", pom.findtext("{*}artifactId") or ""
+    if command == "check" and len(arguments) == 2:
+        Path(arguments[1]).write_text(release_notes(arguments[0]))
+        print(f"release: {arguments[0]} is the version of pyproject.toml, java/pom.xml and "
               "CHANGELOG.md")  # fmt: skip
-    elif sys.argv[1:2] == ["maven"] and len(sys.argv) >= 3:
-        sys.exit(deploy_to_maven_central(*sys.argv[2:]))
+    elif command == "maven" and arguments:
+        sys.exit(deploy_to_maven_central(*arguments))
+    elif command == "central-published" and len(arguments) == 1:
+        query = f"published?namespace={group}&name={artifact}&version={arguments[0]}"
+        print(str(central(query, None)["published"]).lower())
+    elif command == "central-publish" and len(arguments) == 1:
+        status = central(f"status?id={arguments[0]}")
+        if status["deploymentState"] == "VALIDATED":
+            central(f"deployment/{arguments[0]}")
+        elif status["deploymentState"] not in ("PUBLISHING", "PUBLISHED"):  # a re-run's
+            raise SystemExit(f"release: Central's deployment is not VALIDATED: {status}")
+    elif command == "serves" and len(arguments) == 3 and arguments[0] in ("pypi", "central"):
+        serves(arguments[0], arguments[1], arguments[2], group, artifact)
     else:
         raise SystemExit(__doc__)

@@ -9,6 +9,7 @@ imports all the same.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -141,6 +142,15 @@ def pom_without_scm(root: Path) -> None:
     edit(root / "java/pom.xml", "<scm>", "<scm_>", "</scm>", "</scm_>")
 
 
+def changelog_heading(root: Path, heading: str) -> None:
+    """The version's CHANGELOG heading made '## [VERSION] HEADING', whatever it was."""
+    changelog, version = root / "CHANGELOG.md", re.escape(pyproject_version())
+    text, count = re.subn(rf"^## \[{version}\].*$", f"## [{pyproject_version()}] {heading}",
+                          changelog.read_text(), count=1, flags=re.M)  # fmt: skip
+    assert count == 1, f"CHANGELOG.md has no section for {pyproject_version()}"
+    changelog.write_text(text)
+
+
 def changelog_section_empty(root: Path) -> None:
     changelog = root / "CHANGELOG.md"
     heading = f"## [{pyproject_version()}]"
@@ -164,6 +174,13 @@ RELEASE_REFUSALS = {
         "v{version}", r"CHANGELOG\.md has no section for {version}, or an empty one"),
     "an empty CHANGELOG section": (changelog_section_empty, "v{version}",
                                    r"CHANGELOG\.md has no section for {version}, or an empty one"),
+    "an Unreleased CHANGELOG section": (
+        lambda root: changelog_heading(root, "- Unreleased"), "v{version}",
+        r"CHANGELOG\.md's section for {version} is headed '## \[{version}\] - Unreleased', "
+        r"without the release's date: head it '## \[{version}\] - YYYY-MM-DD'"),
+    "a CHANGELOG date not YYYY-MM-DD": (
+        lambda root: changelog_heading(root, "- 2026-1-5"), "v{version}",
+        r"is headed '## \[{version}\] - 2026-1-5', without the release's date"),
 }  # fmt: skip
 
 
@@ -177,7 +194,8 @@ def edit(path: Path, *replacements: str) -> None:
 
 
 @pytest.mark.slow
-def test_the_release_check_passes_for_the_tag_the_version_makes(release_check):
+def test_the_release_check_passes_for_the_tag_the_version_makes_once_dated(release_check):
+    changelog_heading(release_check.root, "- 2026-01-01")
     status, output, notes = release_check(f"v{pyproject_version()}")
     assert status == 0, output
     changelog = (REPO_ROOT / "CHANGELOG.md").read_text()
@@ -197,14 +215,117 @@ def test_the_release_check_refuses_what_disagrees_and_says_what_to_change(releas
     assert re.search(message.format(version=re.escape(version)), " ".join(output.split())), output
 
 
-def test_the_release_and_its_rehearsal_run_the_same_checks():
-    release = "\n".join(run_blocks((WORKFLOWS / "release.yml").read_text()))
-    rehearsal = (REPO_ROOT / ".ci" / "lanes").read_text()
-    assert 'python3 .ci/release.py check "$GITHUB_REF_NAME" notes.md' in release
-    assert "python3 .ci/release.py maven dist " in release
-    assert 'python .ci/release.py check "${tag}"' in rehearsal
-    assert 'python .ci/release.py maven "${DIST}" "${maven[@]}"' in rehearsal
-    assert 'maven=(-DskipUpload=true ' in rehearsal
+def release_commands(text: str) -> list[str]:
+    """The .ci/release.py commands a script runs, in order: 'serves pypi', 'check', ..."""
+    return re.findall(r"\.ci/release\.py ((?:serves \w+)|[\w-]+)", text)
+
+
+def workflow_jobs(workflow: str) -> dict[str, str]:
+    """A workflow's jobs, each its lines."""
+    text = (WORKFLOWS / workflow).read_text().split("\njobs:\n", 1)[1]
+    return dict(re.findall(r"^  ([\w-]+):\n((?:(?:    .*)?\n)*)", text + "\n", re.M))
+
+
+def test_the_rehearsal_runs_the_release_s_commands_in_its_order():
+    release = release_commands("\n".join(run_blocks((WORKFLOWS / "release.yml").read_text())))
+    lanes = (REPO_ROOT / ".ci" / "lanes").read_text()
+    rehearsal = release_commands(lanes[lanes.index("lane_release() {") :])
+    assert set(release) == set(rehearsal), "the rehearsal runs other commands than the release"
+    # The upload to Central (maven), PyPI's, then Central's publication.
+    publishing = ["maven", "serves pypi", "central-publish", "serves central"]
+    assert [command for command in rehearsal if command in publishing][:4] == publishing
+    assert 'python3 .ci/release.py check "$GITHUB_REF_NAME" notes.md' in "".join(
+        run_blocks((WORKFLOWS / "release.yml").read_text()))
+    assert re.search(r"step \"twine upload\".*\n.*\n.*serves pypi", lanes)
+
+
+def test_nothing_is_public_before_both_registries_have_validated_what_they_take():
+    jobs = workflow_jobs("release.yml")
+    needs = {job: re.findall(r"[\w-]+", re.search(r"^    needs: (.*)$", lines, re.M).group(1))
+             for job, lines in jobs.items() if "needs:" in lines}  # fmt: skip
+
+    def before(job: str) -> set[str]:
+        return {earlier for need in needs.get(job, []) for earlier in {need, *before(need)}}
+
+    runs = {job: release_commands(lines) for job, lines in jobs.items()}
+    uploads = [job for job, commands in runs.items() if "maven" in commands]
+    assert uploads == ["central-upload"]
+    assert "<autoPublish>false</autoPublish>" in (REPO_ROOT / "java" / "pom.xml").read_text()
+    assert "pypa/gh-action-pypi-publish@" in jobs["pypi"]
+    assert {"check", "ci", "preflight", "central-upload"} <= before("pypi")
+    assert runs["pypi-served"] == ["serves pypi"] and "pypi" in before("pypi-served")
+    assert "central-publish" in runs["central-publish"]
+    assert "pypi-served" in before("central-publish")
+    assert {"pypi-served", "central-publish"} <= before("github")
+    assert "needs.pypi-served.result == 'success'" in jobs["github"]
+
+
+def test_every_job_has_a_timeout():
+    for workflow in ("ci.yml", "release.yml"):
+        for job, lines in workflow_jobs(workflow).items():
+            calls_workflow = re.search(r"^    uses: \./\.github/workflows/", lines, re.M)
+            timeout = re.search(r"^    timeout-minutes: \d+( #.*)?$", lines, re.M)
+            # A job that calls a workflow has none of its own: the called jobs' apply.
+            assert calls_workflow or timeout, f"{workflow}: {job} has no timeout-minutes"
+
+
+def git(directory: Path, *arguments: str) -> str:
+    settings = ["user.name=tests", "user.email=tests@invalid", "init.defaultBranch=main"]
+    options = [option for setting in settings for option in ("-c", setting)]
+    ran = subprocess.run(["git", *options, "-C", str(directory), *arguments], check=True,
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    return ran.stdout.strip()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tagged", ["main", "main~1", "branch"])
+def test_only_a_commit_on_main_is_released(tmp_path, tagged):
+    """release.yml's step that refuses a tagged commit not on main, in a clone as
+    actions/checkout makes it with fetch-depth 0 (origin/main in it)."""
+    [script] = [script for script in run_blocks((WORKFLOWS / "release.yml").read_text())
+                if "merge-base --is-ancestor" in script]  # fmt: skip
+    origin, clone = tmp_path / "origin", tmp_path / "clone"
+    git(tmp_path, "init", "-q", str(origin))
+    for message in ("one", "two", "on a branch"):
+        if message == "on a branch":
+            git(origin, "checkout", "-q", "-b", "branch")
+        git(origin, "commit", "-q", "--allow-empty", "-m", message)
+    git(tmp_path, "clone", "-q", str(origin), str(clone))
+    commit = git(clone, "rev-parse", f"origin/{tagged}")
+    environment = {**os.environ, "GITHUB_SHA": commit, "GITHUB_REF_NAME": "v9.9.9"}
+    ran = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=clone, env=environment,
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    if tagged != "branch":
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+    else:
+        assert ran.returncode == 1
+        refusal = f"v9.9.9 tags {commit}, which is not on main: only main's commits are released"
+        assert refusal in ran.stdout
+
+
+@pytest.mark.slow
+def test_a_lane_that_stops_early_fails_and_says_where(tmp_path):
+    """A lane that returns after a command that is not a step fails (it has no failed step to
+    count), and its line names that command."""
+    for name in (".ci/lanes", "build_backend/supported_tensorflow.py", "pyproject.toml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO_ROOT / name, tmp_path / name)
+    lanes = tmp_path / ".ci" / "lanes"
+    # The lint lane, made to stop at a mkdir whose parent does not exist.
+    stops_early = ('lane_lint() { step "a first check" true && mkdir "${LANE_DIR}/missing/dir" '
+                   '&& step "a check never run" true || return; }\n')  # fmt: skip
+    dispatcher = "\ncase ${LANE} in\n"
+    assert lanes.read_text().count(dispatcher) == 1
+    lanes.write_text(lanes.read_text().replace(dispatcher, f"\n{stops_early}{dispatcher[1:]}"))
+    # Without .ci/run's settings, and TOX_ENV_DIR above all: a lane removes that directory.
+    environment = {name: value for name, value in os.environ.items()
+                   if not name.startswith(("CI_", "TOX_"))}  # fmt: skip
+    ran = subprocess.run(["bash", str(lanes), "lint"], cwd=tmp_path, env=environment,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    result = (tmp_path / "ci-logs" / "results" / "lint").read_text()
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert re.search(r"\| 1 1 \| a first check in \d+ s; FAILED: .*stopped .*"
+                     r'mkdir "\$\{LANE_DIR\}/missing/dir"', result), result  # fmt: skip
 
 
 def supported_minors() -> list[tuple[int, int]]:

@@ -1,0 +1,306 @@
+"""The release's calls to the registries (.ci/release.py) against tests/registry_stand_ins.py:
+the order release.yml runs them in, and each way a registry can refuse the release or serve
+other bytes than it built, which must fail the release and say so. Here a bundle is uploaded as
+the central-publishing-maven-plugin uploads it (CI's release lane runs the plugin itself).
+
+None uses TensorFlow, which conftest.py imports all the same.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.util
+import io
+import os
+import shutil
+import subprocess
+import sys
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+from registry_stand_ins import RegistryStandIns
+from test_repository import run_blocks
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+VERSION = "0.1.0"
+COMPONENT = f"org/tfstopgrad/tf-stopgrad/{VERSION}"
+BASE = f"{COMPONENT}/tf-stopgrad-{VERSION}"
+TOKEN = ("user", "token")
+
+
+@pytest.fixture(scope="module")
+def signing_key(tmp_path_factory):
+    """A GNUPGHOME holding a throwaway key, which signs the bundles and verifies them."""
+    gnupg = tmp_path_factory.mktemp("gnupg")
+    gnupg.chmod(0o700)
+    subprocess.run(["gpg", "--batch", "--homedir", str(gnupg), "--passphrase", "",
+                    "--quick-generate-key", "tests <tests@invalid>", "default", "default", "never"],
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    yield gnupg
+    subprocess.run(["gpgconf", "--homedir", str(gnupg), "--kill", "gpg-agent"], timeout=60)
+
+
+def sign(gnupg: Path, content: bytes) -> bytes:
+    signed = subprocess.run(["gpg", "--batch", "--homedir", str(gnupg), "--armor", "--detach-sign"],
+                            input=content, check=True, capture_output=True, timeout=60)  # fmt: skip
+    return signed.stdout
+
+
+@pytest.fixture(scope="module")
+def bundle_files(signing_key) -> dict[str, bytes]:
+    """A bundle's files, as the release profile makes them: the jar, its sources and javadoc
+    and the pom, each signed and summed."""
+    files = {}
+    for suffix in (".jar", "-sources.jar", "-javadoc.jar", ".pom"):
+        content = f"the {suffix} of tf-stopgrad".encode()
+        files[BASE + suffix] = content
+        files[f"{BASE}{suffix}.asc"] = sign(signing_key, content)
+        for algorithm in ("md5", "sha1", "sha256", "sha512"):
+            files[f"{BASE}{suffix}.{algorithm}"] = (
+                hashlib.new(algorithm, content).hexdigest().encode()
+            )
+    return files
+
+
+@pytest.fixture
+def registries(tmp_path, signing_key, monkeypatch):
+    """The stand-ins, serving PyPI's files from tmp_path/pypi; their environment for
+    .ci/release.py, with the right token and the test's key for gpg."""
+    (tmp_path / "pypi").mkdir()
+    monkeypatch.setenv("GNUPGHOME", str(signing_key))
+    with RegistryStandIns(":".join(TOKEN), tmp_path / "pypi") as stand_ins:
+        stand_ins.environment = dict(
+            os.environ,
+            CENTRAL_API=f"{stand_ins.url}/api/v1/publisher",
+            CENTRAL_REPOSITORY=f"{stand_ins.url}/maven2",
+            PYPI=stand_ins.url,
+            MAVEN_CENTRAL_USERNAME=TOKEN[0],
+            MAVEN_CENTRAL_PASSWORD=TOKEN[1],
+        )
+        stand_ins.immediate = True
+        yield stand_ins
+
+
+def upload(registries, files: dict[str, bytes]) -> str:
+    """The plugin's upload of a bundle of files (autoPublish false): the deployment's id."""
+    bundle = io.BytesIO()
+    with zipfile.ZipFile(bundle, "w") as archive:
+        for name, content in files.items():
+            archive.writestr(name, content)
+    head = '--b\r\nContent-Disposition: form-data; name="bundle"; filename="central-bundle.zip"'
+    form = f"{head}\r\n\r\n".encode() + bundle.getvalue() + b"\r\n--b--\r\n"
+    token = base64.b64encode(":".join(TOKEN).encode()).decode()
+    request = urllib.request.Request(
+        f"{registries.url}/api/v1/publisher/upload?publishingType=USER_MANAGED", form,
+        {"Authorization": f"UserToken {token}", "Content-Type": "multipart/form-data; boundary=b"},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        return answer.read().decode()
+
+
+def release(registries, *arguments: str, **environment: str) -> subprocess.CompletedProcess:
+    """``.ci/release.py ARGUMENTS`` against the stand-ins, in the repository's root."""
+    return subprocess.run([sys.executable, ".ci/release.py", *arguments], cwd=REPO_ROOT,
+                          env={**registries.environment, **environment}, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+def built(tmp_path: Path, files: dict[str, bytes]) -> Path:
+    """The directory of the jars and the pom, as release.yml unpacks them from the bundle."""
+    directory = tmp_path / "jars"
+    directory.mkdir(exist_ok=True)
+    for name, content in files.items():
+        if name.endswith((".jar", ".pom")):
+            (directory / name.rsplit("/", 1)[1]).write_bytes(content)
+    return directory
+
+
+def wheels(tmp_path: Path) -> Path:
+    """A dist directory of the version: two wheels and an sdist (their bytes stand in)."""
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    for name in (f"tf_stopgrad-{VERSION}-py3-none-manylinux2014_x86_64.whl",
+                 f"tf_stopgrad-{VERSION}-py3-none-manylinux2014_aarch64.whl",
+                 f"tf_stopgrad-{VERSION}.tar.gz"):  # fmt: skip
+        (dist / name).write_bytes(f"the bytes of {name}".encode())
+    return dist
+
+
+@pytest.mark.slow
+def test_the_release_in_its_order_publishes_what_it_built(registries, bundle_files, tmp_path):
+    assert release(registries, "central-published", VERSION).stdout == "false\n"
+    deployment = upload(registries, bundle_files)
+    assert registries.deployments[deployment]["states"] == ["VALIDATED"]
+    assert not registries.repository, "an upload published something"
+
+    dist = wheels(tmp_path)
+    shutil.copytree(dist, tmp_path / "pypi", dirs_exist_ok=True)  # what twine uploads
+    served = release(registries, "serves", "pypi", str(dist), VERSION)
+    assert served.returncode == 0 and "pypi serves this release's 3 files" in served.stdout, served
+
+    published = release(registries, "central-publish", deployment)
+    assert published.returncode == 0, published.stderr
+    served = release(registries, "serves", "central", str(built(tmp_path, bundle_files)), VERSION)
+    assert served.returncode == 0, served.stderr
+    assert "central serves this release's 4 files" in served.stdout
+    assert release(registries, "central-published", VERSION).stdout == "true\n"
+    # A re-run of the job: the deployment is published already, and is left as it is.
+    again = release(registries, "central-publish", deployment)
+    assert again.returncode == 0, again.stderr
+
+
+@pytest.mark.slow
+def test_a_deployment_central_refused_is_not_published(registries, bundle_files):
+    deployment = upload(registries, {**bundle_files, f"{BASE}.jar": b"other bytes"})
+    published = release(registries, "central-publish", deployment)
+    assert published.returncode == 1 and not registries.repository
+    assert "Central's deployment is not VALIDATED" in published.stderr
+    assert f"{BASE}.jar.asc: missing, or not a valid signature" in published.stderr
+
+
+def without(name: str):
+    return lambda files: {path: content for path, content in files.items() if path != name}
+
+
+def replaced(name: str, content: bytes):
+    return lambda files: {**files, name: content}
+
+
+# What Central refuses in a bundle, one defect at a time: (change, what it says).
+BUNDLE_DEFECTS = {
+    "a jar without its signature": (without(f"{BASE}.jar.asc"),
+                                    f"{BASE}.jar.asc: missing, or not a valid signature"),
+    "a signature of other bytes": (replaced(f"{BASE}.jar", b"other bytes"),
+                                   f"{BASE}.jar.asc: missing, or not a valid signature"),
+    "a wrong SHA-1": (replaced(f"{BASE}.pom.sha1", b"0" * 40), f"{BASE}.pom.sha1 is wrong"),
+    "no MD5": (without(f"{BASE}-sources.jar.md5"), f"{BASE}-sources.jar.md5 is missing"),
+    "no javadoc": (without(f"{BASE}-javadoc.jar"), f"{BASE}-javadoc.jar is missing"),
+    "another file": (replaced(f"{COMPONENT}/notes.txt", b"notes"),
+                     f"{COMPONENT}/notes.txt: not part of a component"),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defect", sorted(BUNDLE_DEFECTS))
+def test_the_stand_in_refuses_what_central_refuses(registries, bundle_files, defect):
+    """The rehearsal's Central fails a bundle with any of these defects, as Central does."""
+    change, error = BUNDLE_DEFECTS[defect]
+    deployment = registries.deployments[upload(registries, change(bundle_files))]
+    assert deployment["states"] == ["FAILED"] and error in deployment["errors"]["bundle"]
+    assert registries.deployments[upload(registries, bundle_files)]["errors"] == {}
+
+
+@pytest.mark.slow
+def test_a_wrong_token_fails_and_says_so(registries):
+    answered = release(registries, "central-published", VERSION, MAVEN_CENTRAL_PASSWORD="wrong")
+    assert answered.returncode == 1 and not answered.stdout
+    assert "answered 401 Unauthorized" in answered.stderr
+
+
+@pytest.mark.slow
+def test_a_registry_serving_other_bytes_fails_at_once(registries, bundle_files, tmp_path):
+    dist = wheels(tmp_path)
+    shutil.copytree(dist, tmp_path / "pypi", dirs_exist_ok=True)
+    # The sdist of a moved tag, which PyPI's skip-existing kept: same name, other bytes.
+    (tmp_path / "pypi" / f"tf_stopgrad-{VERSION}.tar.gz").write_bytes(b"the moved tag's sdist")
+    served = release(registries, "serves", "pypi", str(dist), VERSION)
+    assert served.returncode == 1
+    assert f"serves other bytes than built: ['tf_stopgrad-{VERSION}.tar.gz']" in served.stderr
+
+    # A file of the version that this release did not build.
+    shutil.copytree(dist, tmp_path / "pypi", dirs_exist_ok=True)
+    (tmp_path / "pypi" / f"tf_stopgrad-{VERSION}-py3-none-any.whl").write_bytes(b"another wheel")
+    served = release(registries, "serves", "pypi", str(dist), VERSION)
+    assert served.returncode == 1
+    assert f"other bytes than built: ['tf_stopgrad-{VERSION}-py3-none-any.whl']" in served.stderr
+
+    # Maven Central serving another jar than the one built.
+    registries.repository.update(bundle_files)
+    registries.repository[f"{BASE}.jar.sha1"] = hashlib.sha1(b"another jar").hexdigest().encode()
+    served = release(registries, "serves", "central", str(built(tmp_path, bundle_files)), VERSION)
+    assert served.returncode == 1
+    assert f"serves other bytes than built: ['tf-stopgrad-{VERSION}.jar']" in served.stderr
+
+
+@pytest.fixture
+def release_module(registries, monkeypatch):
+    """.ci/release.py imported, against the stand-ins, polling without pause."""
+    spec = importlib.util.spec_from_file_location("release", REPO_ROOT / ".ci" / "release.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name in ("CENTRAL_API", "CENTRAL_REPOSITORY", "PYPI", "MAVEN_CENTRAL_USERNAME",
+                 "MAVEN_CENTRAL_PASSWORD"):  # fmt: skip
+        monkeypatch.setattr(module, name, registries.environment[name], raising=False)
+        monkeypatch.setenv(name, registries.environment[name])
+    monkeypatch.setattr(module, "POLL_SECONDS", 0)
+    monkeypatch.chdir(REPO_ROOT)
+    return module
+
+
+@pytest.mark.slow
+def test_a_file_the_registry_never_serves_fails_when_the_wait_ends(
+    release_module, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(release_module, "WAIT_SECONDS", 0)
+    with pytest.raises(SystemExit, match=f"pypi does not serve tf_stopgrad-{VERSION}-py3-none"):
+        release_module.serves(
+            "pypi", str(wheels(tmp_path)), VERSION, "org.tfstopgrad", "tf-stopgrad"
+        )
+
+
+@pytest.fixture(scope="module")
+def protected_key(tmp_path_factory) -> tuple[str, str]:
+    """An armored private key protected by the passphrase "passphrase", and its public key."""
+    gnupg = tmp_path_factory.mktemp("protected")
+    gnupg.chmod(0o700)
+    gpg = ["gpg", "--batch", "--homedir", str(gnupg), "--pinentry-mode", "loopback", "--passphrase",
+           "passphrase"]  # fmt: skip
+    subprocess.run([*gpg, "--quick-generate-key", "release <release@invalid>", "default", "default",
+                    "never"], check=True, capture_output=True, timeout=120)  # fmt: skip
+    exported = [subprocess.run([*gpg, "--armor", export], check=True, capture_output=True,
+                               text=True, timeout=60).stdout
+                for export in ("--export-secret-keys", "--export")]  # fmt: skip
+    subprocess.run(["gpgconf", "--homedir", str(gnupg), "--kill", "gpg-agent"], timeout=60)
+    return exported[0], exported[1]
+
+
+# The preflight's findings: (what is wrong, its exit status, what it says).
+PREFLIGHT = {
+    "nothing": ({}, 0, "The token authenticates; Central has published 0.1.0 already: false"),
+    "a secret not set": ({"MAVEN_CENTRAL_PASSWORD": ""}, 1,
+                         "::error::The environment maven-central has no secret MAVEN_CENTRAL_PAS"),
+    "the passphrase": ({"MAVEN_GPG_PASSPHRASE": "wrong"}, 2, "signing failed: Bad passphrase"),
+    "no keyserver has the key": ({"KEYSERVER_KEY": ""}, 1,
+                                 "::error::No keyserver Central asks serves the public key"),
+    "the token": ({"MAVEN_CENTRAL_PASSWORD": "wrong"}, 1, "answered 401 Unauthorized"),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wrong", sorted(PREFLIGHT))
+def test_the_preflight_fails_on_what_would_fail_central(registries, protected_key, tmp_path, wrong):
+    """release.yml's preflight step, against the stand-ins and a keyserver (curl) that serves the
+    public key from keys.openpgp.org only."""
+    workflow = (REPO_ROOT / ".github" / "workflows" / "release.yml").read_text()
+    [script] = [script for script in run_blocks(workflow) if "MAVEN_GPG_PRIVATE_KEY" in script]
+    (tmp_path / "public.asc").write_text(protected_key[1])
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "curl").write_text(
+        '#!/bin/sh\ncase "$*" in *keys.openpgp.org*) [ -n "$KEYSERVER_KEY" ] && exec cat '
+        '"$KEYSERVER_KEY";; esac\necho "curl: (22) 404" >&2; exit 22\n')  # fmt: skip
+    (tmp_path / "bin" / "curl").chmod(0o755)
+    change, status, says = PREFLIGHT[wrong]
+    environment = {**registries.environment, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+                   "RUNNER_TEMP": str(tmp_path), "GITHUB_REF_NAME": f"v{VERSION}",
+                   "MAVEN_GPG_PRIVATE_KEY": protected_key[0], "MAVEN_GPG_PASSPHRASE": "passphrase",
+                   "KEYSERVER_KEY": str(tmp_path / "public.asc"), **change}  # fmt: skip
+    environment.pop("GNUPGHOME")
+    bash = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script]  # GitHub's
+    ran = subprocess.run(bash, cwd=REPO_ROOT, env=environment, capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    subprocess.run(["gpgconf", "--homedir", str(tmp_path / "gnupg"), "--kill", "gpg-agent"],
+                   timeout=60)  # fmt: skip
+    assert ran.returncode == status and says in ran.stdout + ran.stderr, ran.stdout + ran.stderr
