@@ -248,3 +248,72 @@ def test_readme_support_marks_are_what_the_lanes_test():
         assert aarch64 == ("✓" if emulated in default else "○" if emulated in named else ""), minor
         assert (python39 == "✓") == (f"tf2.{minor}-bullseye" in default), minor
         assert (python313 == "✓") == (f"tf2.{minor}-trixie" in default), minor
+
+
+MARKDOWN_FILES = sorted([*REPO_ROOT.glob("*.md"), *(REPO_ROOT / "docs").glob("*.md")])
+FENCED_CODE = re.compile(r"^```.*?^```", re.M | re.S)
+
+
+def github_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings: the text lowercased, punctuation
+    dropped, spaces made hyphens; a repeated heading gets -1, -2, ..."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6} +(.+?) *#*$", FENCED_CODE.sub("", markdown), re.M):
+        anchor = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        anchors.add(f"{anchor}-{seen[anchor]}" if anchor in seen else anchor)
+        seen[anchor] = seen.get(anchor, 0) + 1
+    return anchors
+
+
+def broken_links(markdown_files: list[Path]) -> list[str]:
+    """Every relative link (``[text](target)``, ``[name]: target``) of the files, outside
+    code, whose file does not exist, or whose anchor is no heading of the Markdown file it
+    names, as ``file: target``."""
+    broken = []
+    for path in markdown_files:
+        text = re.sub(r"`[^`\n]*`", "", FENCED_CODE.sub("", path.read_text()))
+        targets = re.findall(r"\]\(([^)\s]+)(?: \"[^\"]*\")?\)|^\[[^\]]+\]: *(\S+)", text, re.M)
+        for target in (inline or reference for inline, reference in targets):
+            if re.match(r"[a-z][\w+.-]*:", target):  # https:, mailto:
+                continue
+            file, _, anchor = target.partition("#")
+            linked = (path.parent / file).resolve() if file else path
+            if not linked.exists():
+                broken.append(f"{path.name}: {target} (no such file)")
+                continue
+            headings = github_anchors(linked.read_text()) if linked.suffix == ".md" else None
+            if anchor and headings is not None and anchor not in headings:
+                broken.append(f"{path.name}: {target} (no such heading in {linked.name})")
+    return broken
+
+
+def test_every_relative_link_and_anchor_in_the_markdown_files_resolves():
+    assert {"README.md", "CONTRIBUTING.md", "parity.md"} <= {path.name for path in MARKDOWN_FILES}
+    assert broken_links(MARKDOWN_FILES) == []
+
+
+def test_the_link_check_finds_each_broken_link_and_follows_githubs_anchors(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "NOTES.md").write_text(
+        "# Using the ops from C++\n\n## Reproducible builds: one pinned toolchain\n\n"
+        "## The `tf.stop_gradient` twin\n\n## Limits\n\n## Limits\n\n"
+        "```bash\n# not a heading\n```\n"
+    )
+    page = tmp_path / "docs" / "page.md"
+    page.write_text(
+        "# On this page\n\n"
+        "[a](../NOTES.md#using-the-ops-from-c) [b](../NOTES.md#reproducible-builds-one-pinned-"
+        "toolchain) [c](../NOTES.md#the-tfstop_gradient-twin) [d](../NOTES.md#limits-1) "
+        '[e](#on-this-page) [f](https://example.invalid/missing.md) [g](../NOTES.md "title")\n'
+        "`[code](missing.md)` and\n```\n[fenced](missing.md)\n```\n"
+        "[gone](../GONE.md) [renamed](../NOTES.md#using-the-ops-from-the-c-api) "
+        "[third](../NOTES.md#limits-2) [here](#not-a-heading)\n\n[reference]: ../GONE.md#x\n"
+    )
+    assert broken_links([page]) == [
+        "page.md: ../GONE.md (no such file)",
+        "page.md: ../NOTES.md#using-the-ops-from-the-c-api (no such heading in NOTES.md)",
+        "page.md: ../NOTES.md#limits-2 (no such heading in NOTES.md)",
+        "page.md: #not-a-heading (no such heading in page.md)",
+        "page.md: ../GONE.md#x (no such file)",
+    ]
