@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import doctest
+import functools
 import importlib.metadata
 import importlib.resources
+import inspect
 import json
 import os
 import platform
@@ -18,6 +20,7 @@ from packaging.requirements import Requirement
 from support import REPO_ROOT
 
 import tf_stopgrad
+import tf_stopgrad.export
 from tf_stopgrad import _loader
 
 sys.path.insert(0, str(REPO_ROOT / "build_backend"))
@@ -287,6 +290,33 @@ def test_public_api():
         "stop_gradient", "prevent_gradient", "STOP_GRADIENT_OP", "PREVENT_GRADIENT_OP",
         "library_path", "build_info", "__version__",
     }  # fmt: skip
+
+
+
+def unannotated(function) -> str:
+    """A function's parameters as the docs write them: ``input, message='', name=None``."""
+    signature = inspect.signature(function)
+    parameters = [p.replace(annotation=p.empty) for p in signature.parameters.values()]
+    return str(signature.replace(parameters=parameters, return_annotation=signature.empty))[1:-1]
+
+
+def test_the_docs_write_each_python_function_with_its_own_parameters():
+    written, differing = set(), []
+    for path in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]:
+        for name, parameters in re.findall(r"`(?:tf_stopgrad\.)?([\w.]+)\(([^`()]*)\)`",
+                                           path.read_text()):  # fmt: skip
+            for module in (tf_stopgrad, tf_stopgrad.export):  # as the docs name them
+                try:
+                    function = functools.reduce(getattr, name.split("."), module)
+                except AttributeError:
+                    continue
+                if not getattr(function, "__module__", "").startswith("tf_stopgrad"):
+                    continue  # tf, np: what a module imported
+                written.add(f"{path.name}: {name}")
+                if parameters.replace('"', "'") != (actual := unannotated(function)):
+                    differing.append(f"{path.name}: {name}({parameters}), not ({actual})")
+    assert {"README.md: prevent_gradient", "deploying.md: export.to_builtin_saved_model"} <= written
+    assert differing == []
 
 
 def test_demo_all_gives_each_example_its_own_plot_file():
