@@ -1,4 +1,5 @@
-"""Packaging: one version source, the build record, the loader's checks and the docs."""
+"""Packaging: one version source, the build record, the exported symbols, the loader's checks,
+and the docs' examples and signatures."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The repository's own files agree: versions, CI's lanes, the README's matrix and the
-release's checks, all against the supported range of pyproject.toml.
+release's checks, all against the supported range of pyproject.toml; and every relative link of
+the Markdown files resolves.
 
 These read the repository's files (the workflows with regular expressions over their lines, as
 PyYAML is no test dependency) and run .ci/release.py; none uses TensorFlow, which conftest.py
