@@ -3,10 +3,9 @@
     python3 op_libraries.py WHEEL_DIR CLASSES_DIR ARCHITECTURES
 
 Each ``tf_stopgrad-*-<platform>_<arch>.whl`` in WHEEL_DIR gives its ``libtf_stopgrad_ops-tf2.N.so``
-files to CLASSES_DIR/org/tfstopgrad/native/linux-<arch>/, with JavaCPP's names for the
-architectures (x86_64, arm64), and their list to op_libraries.txt beside them, which the Java
-loader reads. Each of ARCHITECTURES (``x86_64,aarch64``; ``host``: this machine's) with no wheel in
-WHEEL_DIR gets one built with pip first, for every supported minor, by the README's commands.
+files to CLASSES_DIR/org/tfstopgrad/native/linux-<arch>/ (JavaCPP's names: x86_64, arm64), listed
+in op_libraries.txt there for the Java loader. Each of ARCHITECTURES (x86_64,aarch64; host: this
+machine's) without a wheel in WHEEL_DIR gets one first, by the README's commands (every minor).
 """
 
 from __future__ import annotations
@@ -55,7 +54,6 @@ def copy_libraries(wheel: Path, classes_dir: Path) -> list[str]:
 
 
 def main(wheel_dir: Path, classes_dir: Path, architectures: str) -> None:
-    wheel_dir.mkdir(parents=True, exist_ok=True)
     listed = set()
     for architecture in architectures.replace("host", platform.machine()).split(","):
         if not wheels(wheel_dir, architecture):
@@ -64,8 +62,7 @@ def main(wheel_dir: Path, classes_dir: Path, architectures: str) -> None:
         copied = copy_libraries(wheel, classes_dir)
         listed.update(copied)
         print(f"op_libraries.py: {wheel.name}: {', '.join(copied)}")
-    listing = "".join(f"{name}\n" for name in sorted(listed))
-    (classes_dir / RESOURCE_DIR / "op_libraries.txt").write_text(listing)
+    (classes_dir / RESOURCE_DIR / "op_libraries.txt").write_text("\n".join(sorted(listed)) + "\n")
 
 
 if __name__ == "__main__":
