@@ -299,6 +299,28 @@ def test_every_relative_link_and_anchor_in_the_markdown_files_resolves():
     assert broken_links(MARKDOWN_FILES) == []
 
 
+# Where code and docs name a Markdown file's section in words: BUILD_NOTES.md, "Java".
+SECTION_NAMERS = ["CMakeLists.txt", "cc", "cmake", "java/pom.xml", "java/src", "tf_stopgrad",
+                  "build_backend", ".ci", ".github"]  # fmt: skip
+
+
+def test_every_section_named_in_words_begins_a_heading_of_its_file():
+    files = [*MARKDOWN_FILES, *(path for top in SECTION_NAMERS for path in sorted(
+        [REPO_ROOT / top] if (REPO_ROOT / top).is_file() else (REPO_ROOT / top).rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts)]  # fmt: skip
+    named, missing = 0, []
+    for path in files:
+        text = path.read_text(errors="replace")
+        references = re.findall(r'(\w+\.md), \\?"([^"\\]+)\\?"', text)
+        itself = str(path.relative_to(REPO_ROOT))
+        references += [(itself, section) for section in re.findall(r'\(see "([^"]+)"\)', text)]
+        for file, section in references:
+            headings = re.findall(r"^#+ +(.+)$", (REPO_ROOT / file).read_text(), re.M)
+            named += 1
+            if not any(heading.startswith(section) for heading in headings):
+                missing.append(f"{path.relative_to(REPO_ROOT)}: {file}, {section!r}")
+    assert named >= 4 and missing == []
+
 def test_the_link_check_finds_each_broken_link_and_follows_githubs_anchors(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "NOTES.md").write_text(
