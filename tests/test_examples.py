@@ -308,7 +308,7 @@ def test_the_softmax_demo_needs_neither_scikit_learn_nor_matplotlib(monkeypatch)
     imported = {name for name in sys.modules if name.split(".")[0] in ("sklearn", "matplotlib")}
     for name in imported | {"sklearn", "matplotlib"}:
         monkeypatch.setitem(sys.modules, name, None)
-    monkeypatch.delitem(sys.modules, "tf_stopgrad.examples.softmax")
+    monkeypatch.delitem(sys.modules, "tf_stopgrad.examples.softmax", raising=False)
     assert demo("softmax", ["--quick"]) == 0
 
 
