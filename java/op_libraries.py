@@ -1,16 +1,16 @@
 """Puts the Python wheels' op libraries into the jar: Maven runs this before it packages.
 
-    python3 op_libraries.py WHEEL_DIR CLASSES_DIR
+    python3 op_libraries.py WHEEL_DIR CLASSES_DIR ARCHITECTURES
 
 Each ``tf_stopgrad-*-<platform>_<arch>.whl`` in WHEEL_DIR gives its ``libtf_stopgrad_ops-tf2.N.so``
-files to CLASSES_DIR/org/tfstopgrad/native/linux-<arch>/, with JavaCPP's names for the
-architectures (x86_64, arm64), and their list to op_libraries.txt beside them, which the Java
-loader reads. An architecture with no wheel in WHEEL_DIR gets one built with pip first, for
-every supported minor, by the README's commands (its Install section).
+files to CLASSES_DIR/org/tfstopgrad/native/linux-<arch>/ (JavaCPP's names: x86_64, arm64), listed
+in op_libraries.txt there for the Java loader. Each of ARCHITECTURES (x86_64,aarch64; host: this
+machine's) without a wheel in WHEEL_DIR gets one first, by the README's commands (every minor).
 """
 
 from __future__ import annotations
 
+import platform
 import subprocess
 import sys
 import zipfile
@@ -53,19 +53,17 @@ def copy_libraries(wheel: Path, classes_dir: Path) -> list[str]:
     return copied
 
 
-def main(wheel_dir: Path, classes_dir: Path) -> None:
-    wheel_dir.mkdir(parents=True, exist_ok=True)
+def main(wheel_dir: Path, classes_dir: Path, architectures: str) -> None:
     listed = set()
-    for architecture in JAVA_PLATFORMS:
+    for architecture in architectures.replace("host", platform.machine()).split(","):
         if not wheels(wheel_dir, architecture):
             build_wheel(wheel_dir, architecture)
     for wheel in [wheel for arch in JAVA_PLATFORMS for wheel in wheels(wheel_dir, arch)]:
         copied = copy_libraries(wheel, classes_dir)
         listed.update(copied)
         print(f"op_libraries.py: {wheel.name}: {', '.join(copied)}")
-    listing = "".join(f"{name}\n" for name in sorted(listed))
-    (classes_dir / RESOURCE_DIR / "op_libraries.txt").write_text(listing)
+    (classes_dir / RESOURCE_DIR / "op_libraries.txt").write_text("\n".join(sorted(listed)) + "\n")
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])

@@ -135,9 +135,13 @@ def skip_unless_available_ram(needed: int, purpose: str) -> None:
 def exclusive(resource: str) -> Iterator[None]:
     """Hold a machine-wide lock, so concurrent test runs don't stack up huge allocations."""
     path = Path(tempfile.gettempdir()) / f"tf_stopgrad-{resource}.lock"
-    with open(path, "a") as lock:
+    # Opened to read: flock needs no more, so the file another user made serves every user.
+    try:
+        lock = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        lock = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(lock)

@@ -6,6 +6,7 @@ log-likelihood written out by hand here, and the built-in ``tf.stop_gradient``.
 
 import math
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -299,6 +300,16 @@ def test_demo_quick_succeeds_and_saves_a_plot(name, tmp_path, capsys):
     assert "\r" not in captured.err
     progress_lines = [line for line in captured.err.splitlines() if re.search(r" \d+/\d+$", line)]
     assert len(progress_lines) <= 10
+
+
+def test_the_softmax_demo_needs_neither_scikit_learn_nor_matplotlib(monkeypatch):
+    # As if the examples extra were not installed: importing either raises ModuleNotFoundError.
+    # (The others need scikit-learn: tests/test_command_line.py.)
+    imported = {name for name in sys.modules if name.split(".")[0] in ("sklearn", "matplotlib")}
+    for name in imported | {"sklearn", "matplotlib"}:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.delitem(sys.modules, "tf_stopgrad.examples.softmax", raising=False)
+    assert demo("softmax", ["--quick"]) == 0
 
 
 def test_examples_lists_the_four_examples():

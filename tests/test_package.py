@@ -1,10 +1,13 @@
-"""Packaging: one version source, the build record, the loader's checks and the docs."""
+"""Packaging: one version source, the build record, the exported symbols, the loader's checks,
+and the docs' examples and signatures."""
 
 from __future__ import annotations
 
 import doctest
+import functools
 import importlib.metadata
 import importlib.resources
+import inspect
 import json
 import os
 import platform
@@ -18,6 +21,7 @@ from packaging.requirements import Requirement
 from support import REPO_ROOT
 
 import tf_stopgrad
+import tf_stopgrad.export
 from tf_stopgrad import _loader
 
 sys.path.insert(0, str(REPO_ROOT / "build_backend"))
@@ -144,17 +148,23 @@ def exported_symbols(library: str) -> set[str]:
         }
 
 
-# The C++ client API's constructors (tf_stopgrad/stop_gradient.h), as the Itanium ABI mangles them.
-CLIENT_API_CONSTRUCTORS = ("_ZN11tf_stopgrad12StopGradientC", "_ZN11tf_stopgrad15PreventGradientC")
+# The C++ client API (tf_stopgrad/stop_gradient.h), as the Itanium ABI mangles it: the complete
+# (C1) and base (C2) object constructors of StopGradient(const Scope&, Input) and of
+# PreventGradient(const Scope&, Input, const PreventGradient::Attrs&). The same names on every
+# TensorFlow minor and architecture: none of them holds a std::string.
+CLIENT_API = {
+    "_ZN11tf_stopgrad12StopGradientC1ERKN10tensorflow5ScopeENS1_5InputE",
+    "_ZN11tf_stopgrad12StopGradientC2ERKN10tensorflow5ScopeENS1_5InputE",
+    "_ZN11tf_stopgrad15PreventGradientC1ERKN10tensorflow5ScopeENS1_5InputERKNS0_5AttrsE",
+    "_ZN11tf_stopgrad15PreventGradientC2ERKN10tensorflow5ScopeENS1_5InputERKNS0_5AttrsE",
+}
 
 
-def test_the_op_library_exports_only_the_client_api():
-    # Anything else (TensorFlow's, absl's or the standard library's inline code) would shadow
-    # TensorFlow's own copies in a program that links the op library first.
-    exported = exported_symbols(tf_stopgrad.library_path())
-    assert {name for name in exported if not name.startswith("_ZN11tf_stopgrad")} == set()
-    for constructor in CLIENT_API_CONSTRUCTORS:
-        assert any(name.startswith(constructor) for name in exported), (constructor, exported)
+def test_the_op_library_exports_the_client_api_and_nothing_else():
+    # Anything else (TensorFlow's, absl's or the standard library's inline code, or a new
+    # tf_stopgrad function) would be API, or shadow TensorFlow's own copies in a program that
+    # links the op library first.
+    assert exported_symbols(tf_stopgrad.library_path()) == CLIENT_API
 
 
 def test_op_names_are_namespaced_not_the_builtin_names():
@@ -281,6 +291,33 @@ def test_public_api():
         "stop_gradient", "prevent_gradient", "STOP_GRADIENT_OP", "PREVENT_GRADIENT_OP",
         "library_path", "build_info", "__version__",
     }  # fmt: skip
+
+
+
+def unannotated(function) -> str:
+    """A function's parameters as the docs write them: ``input, message='', name=None``."""
+    signature = inspect.signature(function)
+    parameters = [p.replace(annotation=p.empty) for p in signature.parameters.values()]
+    return str(signature.replace(parameters=parameters, return_annotation=signature.empty))[1:-1]
+
+
+def test_the_docs_write_each_python_function_with_its_own_parameters():
+    written, differing = set(), []
+    for path in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]:
+        for name, parameters in re.findall(r"`(?:tf_stopgrad\.)?([\w.]+)\(([^`()]*)\)`",
+                                           path.read_text()):  # fmt: skip
+            for module in (tf_stopgrad, tf_stopgrad.export):  # as the docs name them
+                try:
+                    function = functools.reduce(getattr, name.split("."), module)
+                except AttributeError:
+                    continue
+                if not getattr(function, "__module__", "").startswith("tf_stopgrad"):
+                    continue  # tf, np: what a module imported
+                written.add(f"{path.name}: {name}")
+                if parameters.replace('"', "'") != (actual := unannotated(function)):
+                    differing.append(f"{path.name}: {name}({parameters}), not ({actual})")
+    assert {"README.md: prevent_gradient", "deploying.md: export.to_builtin_saved_model"} <= written
+    assert differing == []
 
 
 def test_demo_all_gives_each_example_its_own_plot_file():

@@ -1,5 +1,6 @@
 """The repository's own files agree: versions, CI's lanes, the README's matrix and the
-release's checks, all against the supported range of pyproject.toml.
+release's checks, all against the supported range of pyproject.toml; and every relative link of
+the Markdown files resolves.
 
 These read the repository's files (the workflows with regular expressions over their lines, as
 PyYAML is no test dependency) and run .ci/release.py; none uses TensorFlow, which conftest.py
@@ -361,11 +362,107 @@ def test_readme_support_marks_are_what_the_lanes_test():
     default, named = toxfile().lanes()
     readme = (REPO_ROOT / "README.md").read_text()
     newest = supported_minors()[-1][1]
-    for minor, *cells in re.findall(r"^\| 2\.(\d+) \|" + r" *([^|]*?) *\|" * 5, readme, re.M):
-        x86_64, aarch64, python39, python311, python313 = cells
-        host_lane = f"tf2.{minor}" in default or int(minor) == newest  # the source lane: newest
-        assert (x86_64 == "✓") == host_lane == (python311 == "✓"), minor
+    columns = ("x86_64", "aarch64", "Python 3.9", "3.11", "3.13")
+    rows = re.findall(r"^\| 2\.(\d+) \|" + r" *([^|]*?) *\|" * 5, readme, re.M)
+    assert len(rows) == len(supported_minors())
+    for minor, *cells in rows:
+        tested = "✓" if f"tf2.{minor}" in default or int(minor) == newest else ""  # source lane
         emulated = f"tf2.{minor}-aarch64"
-        assert aarch64 == ("✓" if emulated in default else "○" if emulated in named else ""), minor
-        assert (python39 == "✓") == (f"tf2.{minor}-bullseye" in default), minor
-        assert (python313 == "✓") == (f"tf2.{minor}-trixie" in default), minor
+        lanes = (tested, "✓" if emulated in default else "○" if emulated in named else "",
+                 "✓" if f"tf2.{minor}-bullseye" in default else "", tested,
+                 "✓" if f"tf2.{minor}-trixie" in default else "")  # fmt: skip
+        # Under Python, ✗ (no TensorFlow wheel for that pair) is as untested as a blank.
+        marks = [cell.replace("✗", "") if column[0] in "P3" else cell
+                 for column, cell in zip(columns, cells)]  # fmt: skip
+        assert dict(zip(columns, marks)) == dict(zip(columns, lanes)), f"README's 2.{minor} row"
+
+
+MARKDOWN_FILES = sorted([*REPO_ROOT.glob("*.md"), *(REPO_ROOT / "docs").glob("*.md")])
+FENCED_CODE = re.compile(r"^```.*?^```", re.M | re.S)
+
+
+def github_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings: the text lowercased, punctuation
+    dropped, spaces made hyphens; a repeated heading gets -1, -2, ..."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6} +(.+?) *#*$", FENCED_CODE.sub("", markdown), re.M):
+        anchor = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        anchors.add(f"{anchor}-{seen[anchor]}" if anchor in seen else anchor)
+        seen[anchor] = seen.get(anchor, 0) + 1
+    return anchors
+
+
+def broken_links(markdown_files: list[Path]) -> list[str]:
+    """Every relative link (``[text](target)``, ``[name]: target``) of the files, outside
+    code, whose file does not exist, or whose anchor is no heading of the Markdown file it
+    names, as ``file: target``."""
+    broken = []
+    for path in markdown_files:
+        text = re.sub(r"`[^`\n]*`", "", FENCED_CODE.sub("", path.read_text()))
+        targets = re.findall(r"\]\(([^)\s]+)(?: \"[^\"]*\")?\)|^\[[^\]]+\]: *(\S+)", text, re.M)
+        for target in (inline or reference for inline, reference in targets):
+            if re.match(r"[a-z][\w+.-]*:", target):  # https:, mailto:
+                continue
+            file, _, anchor = target.partition("#")
+            linked = (path.parent / file).resolve() if file else path
+            if not linked.exists():
+                broken.append(f"{path.name}: {target} (no such file)")
+                continue
+            headings = github_anchors(linked.read_text()) if linked.suffix == ".md" else None
+            if anchor and headings is not None and anchor not in headings:
+                broken.append(f"{path.name}: {target} (no such heading in {linked.name})")
+    return broken
+
+
+def test_every_relative_link_and_anchor_in_the_markdown_files_resolves():
+    assert {"README.md", "CONTRIBUTING.md", "parity.md"} <= {path.name for path in MARKDOWN_FILES}
+    assert broken_links(MARKDOWN_FILES) == []
+
+
+# Where code and docs name a Markdown file's section in words: BUILD_NOTES.md, "Java".
+SECTION_NAMERS = ["CMakeLists.txt", "cc", "cmake", "java/pom.xml", "java/src", "tf_stopgrad",
+                  "build_backend", ".ci", ".github"]  # fmt: skip
+
+
+def test_every_section_named_in_words_begins_a_heading_of_its_file():
+    files = [*MARKDOWN_FILES, *(path for top in SECTION_NAMERS for path in sorted(
+        [REPO_ROOT / top] if (REPO_ROOT / top).is_file() else (REPO_ROOT / top).rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts)]  # fmt: skip
+    named, missing = 0, []
+    for path in files:
+        text = path.read_text(errors="replace")
+        references = re.findall(r'(\w+\.md), \\?"([^"\\]+)\\?"', text)
+        itself = str(path.relative_to(REPO_ROOT))
+        references += [(itself, section) for section in re.findall(r'\(see "([^"]+)"\)', text)]
+        for file, section in references:
+            headings = re.findall(r"^#+ +(.+)$", (REPO_ROOT / file).read_text(), re.M)
+            named += 1
+            if not any(heading.startswith(section) for heading in headings):
+                missing.append(f"{path.relative_to(REPO_ROOT)}: {file}, {section!r}")
+    assert named >= 4 and missing == []
+
+def test_the_link_check_finds_each_broken_link_and_follows_githubs_anchors(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "NOTES.md").write_text(
+        "# Using the ops from C++\n\n## Reproducible builds: one pinned toolchain\n\n"
+        "## The `tf.stop_gradient` twin\n\n## Limits\n\n## Limits\n\n"
+        "```bash\n# not a heading\n```\n"
+    )
+    page = tmp_path / "docs" / "page.md"
+    page.write_text(
+        "# On this page\n\n"
+        "[a](../NOTES.md#using-the-ops-from-c) [b](../NOTES.md#reproducible-builds-one-pinned-"
+        "toolchain) [c](../NOTES.md#the-tfstop_gradient-twin) [d](../NOTES.md#limits-1) "
+        '[e](#on-this-page) [f](https://example.invalid/missing.md) [g](../NOTES.md "title")\n'
+        "`[code](missing.md)` and\n```\n[fenced](missing.md)\n```\n"
+        "[gone](../GONE.md) [renamed](../NOTES.md#using-the-ops-from-the-c-api) "
+        "[third](../NOTES.md#limits-2) [here](#not-a-heading)\n\n[reference]: ../GONE.md#x\n"
+    )
+    assert broken_links([page]) == [
+        "page.md: ../GONE.md (no such file)",
+        "page.md: ../NOTES.md#using-the-ops-from-the-c-api (no such heading in NOTES.md)",
+        "page.md: ../NOTES.md#limits-2 (no such heading in NOTES.md)",
+        "page.md: #not-a-heading (no such heading in page.md)",
+        "page.md: ../GONE.md#x (no such file)",
+    ]

@@ -13,7 +13,7 @@ import importlib
 import sys
 from pathlib import Path
 
-# Imported only when run: the examples need TensorFlow and scikit-learn.
+# Imported only when run: the examples need TensorFlow, all but softmax scikit-learn.
 EXAMPLES = ("softmax", "em", "rbm", "adversarial")
 # What the `examples` extra installs, by the name it is imported as.
 EXAMPLES_EXTRA = {"sklearn": "scikit-learn", "matplotlib": "matplotlib"}

@@ -8,6 +8,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Collectors;
@@ -83,15 +85,24 @@ class LoaderTest {
     }
   }
 
+  /**
+   * Every minor for each architecture Maven was asked for (-Dtf_stopgrad.architectures, as
+   * op_libraries.py reads it; host: this JVM's), and for any other the jar holds.
+   */
   @Test
-  void theJarCarriesEveryMinorOfTheWheelsForBothArchitectures() throws Exception {
+  void theJarCarriesEveryMinorForEachArchitectureAskedForAndEachItHolds() throws Exception {
     String listed;
     try (var list = TfStopgrad.class.getResourceAsStream("/org/tfstopgrad/native/op_libraries.txt")) {
       listed = new String(list.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
     }
     List<String> lines = listed.lines().collect(Collectors.toList());
+    Set<String> platforms = new TreeSet<>();
+    for (String asked : System.getProperty("tf_stopgrad.architectures").split(",")) {
+      platforms.add(asked.equals("host") ? TfStopgrad.platform() : "linux-" + asked.replace("aarch64", "arm64"));
+    }
+    lines.forEach(library -> platforms.add(library.substring(0, library.indexOf('/'))));
     int[] range = supportedMinors();
-    for (String platform : List.of("linux-x86_64", "linux-arm64")) {
+    for (String platform : platforms) {
       for (int minor = range[0]; minor < range[1]; minor++) {
         String library = platform + "/libtf_stopgrad_ops-tf2." + minor + ".so";
         assertTrue(lines.contains(library), library + " not in " + lines);

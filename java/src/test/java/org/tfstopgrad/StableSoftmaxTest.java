@@ -18,8 +18,8 @@ import org.tensorflow.op.Ops;
 import org.tensorflow.types.TFloat32;
 
 /**
- * The seeds' first use: a softmax that subtracts its input's maximum, which must not be
- * differentiated through. Logits this large overflow exp() without the shift.
+ * The first use case, the README's Java example: a softmax that subtracts its input's maximum,
+ * which must not be differentiated through. Logits this large overflow exp() without the shift.
  */
 class StableSoftmaxTest {
   private static final float[] LOGITS = {1000.0f, 999.0f, 1000.0f, -3.0f, 998.5f};
