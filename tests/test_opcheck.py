@@ -25,7 +25,7 @@ import tf_stopgrad
 from tf_stopgrad._cmake_package import cmake_dir
 from tf_stopgrad.testing import CHECKS, OpcheckResults, assert_opcheck, opcheck
 
-pytestmark = [pytest.mark.core, pytest.mark.slow]  # the saved_model check starts processes
+pytestmark = pytest.mark.slow  # the saved_model check starts a process
 
 RNG = np.random.default_rng(7)
 FLOAT_SAMPLES = [(RNG.standard_normal([2, 3]).astype(np.float32),),
@@ -91,6 +91,7 @@ def broken_ops(tmp_path_factory):
     return library, path
 
 
+@pytest.mark.core
 @pytest.mark.compiler
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_an_op_built_wrong_fails_its_check_and_no_other(broken_ops, name):
@@ -101,6 +102,7 @@ def test_an_op_built_wrong_fails_its_check_and_no_other(broken_ops, name):
     assert SAYS[name] in results[BROKEN[name]].reason
 
 
+@pytest.mark.core
 @pytest.mark.compiler
 def test_the_same_op_built_right_fails_no_check(broken_ops):
     library, path = broken_ops
