@@ -122,9 +122,9 @@ def layered_venv(path: Path) -> tuple[Path, dict[str, str]]:
         [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
-    (Path(own_site) / "outer_environment.pth").write_text(
-        "\n".join(p for p in sys.path if p.endswith("site-packages")) + "\n"
-    )
+    # As site directories, whose .pth files count too: an editable install's import hook is one.
+    (Path(own_site) / "outer_environment.pth").write_text("".join(
+        f"import site; site.addsitedir({p!r})\n" for p in sys.path if p.endswith("site-packages")))
     env = dict(os.environ, PATH=f"{path / 'bin'}{os.pathsep}{os.environ['PATH']}",
                TF_CPP_MIN_LOG_LEVEL="2", PIP_DISABLE_PIP_VERSION_CHECK="1")  # fmt: skip
     env.pop("PYTHONPATH", None)

@@ -244,27 +244,27 @@ def test_different_cxx_abi_is_refused():
 class _InstalledFrom:
     """tf_stopgrad's distribution, as pip records where it was installed from (PEP 610)."""
 
-    def __init__(self, path):
-        self.url = Path(path).as_uri()
+    def __init__(self, path, editable=False):
+        self.record = {"url": Path(path).as_uri(), "dir_info": {"editable": editable}}
 
     def read_text(self, name):
-        return json.dumps({"url": self.url}) if name == "direct_url.json" else None
+        return json.dumps(self.record) if name == "direct_url.json" else None
 
 
 @pytest.mark.parametrize(
-    ("source", "named"),
-    [("checkout", True), ("tf_stopgrad-0.1.0.tar.gz", True),
-     ("tf_stopgrad-0.1.0-py3-none-linux_x86_64.whl", False)],
+    ("source", "editable", "named"),
+    [("checkout", False, " "), ("checkout", True, " -e "), ("tf_stopgrad-0.1.0.tar.gz", False, " "),
+     ("tf_stopgrad-0.1.0-py3-none-linux_x86_64.whl", False, None)],
 )  # fmt: skip
 def test_build_command_names_the_source_directory_or_sdist_pip_installed_from(
-    tmp_path, monkeypatch, source, named
+    tmp_path, monkeypatch, source, editable, named
 ):
     (tmp_path / source).mkdir()
-    installed_from = _InstalledFrom(tmp_path / source)
+    installed_from = _InstalledFrom(tmp_path / source, editable)
     monkeypatch.setattr(importlib.metadata, "distribution", lambda name: installed_from)
     command = _loader.build_command()
     assert command.startswith("pip install --force-reinstall --no-deps --no-cache-dir ")
-    assert command.endswith(f" {tmp_path / source}") == named, command
+    assert command.endswith(f"{named}{tmp_path / source}") if named else str(tmp_path) not in command
 
 
 def test_build_command_without_a_source_directory_says_where_to_get_one(tmp_path, monkeypatch):

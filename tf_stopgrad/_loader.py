@@ -125,16 +125,18 @@ def build_command() -> str:
 
 def _installed_from() -> str | None:
     """The local source directory or sdist pip installed the package from (PEP 610), if it
-    still exists; not a wheel, which would bring back the same libraries."""
+    still exists, with -e if it was an editable install; not a wheel, which would bring back the
+    same libraries."""
     try:
         direct_url = importlib.metadata.distribution("tf_stopgrad").read_text("direct_url.json")
     except importlib.metadata.PackageNotFoundError:
         return None
-    url = urlparse(json.loads(direct_url or "{}").get("url", ""))
+    found = json.loads(direct_url or "{}")
+    url, editable = urlparse(found.get("url", "")), found.get("dir_info", {}).get("editable")
     path = unquote(url.path)
     if url.scheme != "file" or path.endswith(".whl") or not os.path.exists(path):
         return None
-    return path
+    return f"-e {path}" if editable else path
 
 
 def check_compatible(library: dict[str, Any], tf_version: str, tf_cxx11_abi: int) -> None:
