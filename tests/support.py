@@ -17,8 +17,8 @@ import pytest
 import tensorflow as tf
 
 import tf_stopgrad
-from tf_stopgrad.__main__ import as_bits
 from tf_stopgrad._compat import buffer_address
+from tf_stopgrad.testing import as_bits
 
 __all__ = ["as_bits", "buffer_address"]  # the package's own, shared with its self-check
 

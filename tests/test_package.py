@@ -264,7 +264,10 @@ def test_build_command_names_the_source_directory_or_sdist_pip_installed_from(
     monkeypatch.setattr(importlib.metadata, "distribution", lambda name: installed_from)
     command = _loader.build_command()
     assert command.startswith("pip install --force-reinstall --no-deps --no-cache-dir ")
-    assert command.endswith(f"{named}{tmp_path / source}") if named else str(tmp_path) not in command
+    if named:
+        assert command.endswith(f"{named}{tmp_path / source}"), command
+    else:
+        assert str(tmp_path) not in command, command
 
 
 def test_build_command_without_a_source_directory_says_where_to_get_one(tmp_path, monkeypatch):

@@ -24,18 +24,11 @@ import tf_stopgrad
 from tf_stopgrad import _compat, examples
 from tf_stopgrad._cmake_package import cmake_dir
 from tf_stopgrad._tensorflow_logs import SHOW_TF_LOGS_FLAG, native_stderr_captured
+from tf_stopgrad.testing import as_bits
 
 KERNEL_DEVICES = {
     "CPU": "CPU", "GPU": "GPU", "XLA_CPU_JIT": "XLA (CPU)", "XLA_GPU_JIT": "XLA (GPU)",
 }  # fmt: skip
-
-
-def as_bits(tensor: tf.Tensor) -> tuple:
-    """Everything that identifies a tensor's value exactly: dtype, shape and raw bytes (NaN
-    payloads and -0.0 included)."""
-    array = np.asarray(tensor.numpy(), dtype=object if tensor.dtype == tf.string else None)
-    payload = array.tolist() if array.dtype == object else array.tobytes()
-    return tensor.dtype, tuple(tensor.shape), payload
 
 
 def _check_forward_identical() -> bool:

@@ -6,9 +6,9 @@
 
 Each check runs the op on the author's own samples and holds it to what TensorFlow's built-in
 ops guarantee (docs/opcheck.md: what each check means, and what to do when it fails). A broken op
-never makes opcheck raise: whatever goes wrong in a check becomes that check's ``failed``. A
-sample whose failure one check reports (a missing kernel, a shape function that lies) is left
-out of the checks it would also break, so that each defect fails one check.
+never makes opcheck raise: whatever goes wrong in a check is that check's ``failed``. A sample
+whose failure one check reports (no kernel for it, a shape function that refuses or lies) is left
+out of the checks it would break too, so that each defect fails one check.
 """
 
 from __future__ import annotations
@@ -33,13 +33,14 @@ from tensorflow.core.framework.tensor_pb2 import TensorProto
 from . import _compat
 
 CHECKS = ("registered", "shape_fn", "gradient", "modes", "vmap", "retrace", "pure", "saved_model")
-# What a traced function holds besides the ops under test, unless it holds nothing else.
-PLUMBING = frozenset({"Placeholder", "Const", "Identity", "IdentityN", "NoOp", "PartitionedCall",
-                      "StatefulPartitionedCall"})  # fmt: skip
+# What a traced function holds besides the ops under test (unless it holds nothing else).
+PLUMBING = {"Placeholder", "Const", "Identity", "IdentityN", "NoOp", "PartitionedCall",
+            "StatefulPartitionedCall"}
 FRESH_PROCESS_TIMEOUT_S = 300
 # The words of TensorFlow's errors that say what is missing, without the graph dumps around them.
 TOLD = (r"No registered '[^']+' OpKernel for \S+ devices", r"No pfor vectorization defined for \S+",
-        r"Op type not registered '[^']+'")  # fmt: skip
+        r"Op type not registered '[^']+'")
+MARKS = r"{{[^}]*}}\s*"  # TensorFlow's {{node ...}} and {{function_node ...}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +71,7 @@ class OpcheckResults(dict):
 
 
 class _Verdict(Exception):
-    """Ends a check other than with ``ok``: ``_Verdict("failed", reason)``."""
+    """Ends a check otherwise than ``ok``: ``_Verdict("failed", reason)``."""
 
 
 def as_bits(tensor: tf.Tensor) -> tuple:
@@ -86,55 +87,51 @@ def _flat(outputs: Any) -> list[tf.Tensor]:
 
 
 def _told(error: BaseException) -> str:
-    """What a TensorFlow error says went wrong, in one line."""
-    text = str(error)
-    found = [m.group(0) for p in TOLD if (m := re.search(p, text))]
-    line = (found or [line.strip() for line in text.splitlines() if line.strip()] or [""])[0]
-    line = re.sub(r"{{[^}]*}}\s*", "", line)  # TensorFlow's {{node ...}} and {{function_node ...}}
-    return f"{type(error).__name__}: {line[:300]}"
+    """What a TensorFlow error says went wrong, in one line, without its {{node ...}} marks."""
+    found = [m.group(0) for pattern in TOLD if (m := re.search(pattern, str(error)))]
+    line = (found or [line.strip() for line in str(error).splitlines() if line.strip()] or [""])[0]
+    return f"{type(error).__name__}: {re.sub(MARKS, '', line)[:300]}"
 
 
 def _listed(problems: Sequence[str], shown: int = 4) -> str:
+    problems = list(dict.fromkeys(problems))
     more = f"; and {len(problems) - shown} more" if len(problems) > shown else ""
-    return "; ".join(dict.fromkeys(problems[:shown])) + more
+    return "; ".join(problems[:shown]) + more
 
 
 def _shape(shape: tf.TensorShape) -> str:
     return "[?]" if shape.rank is None else str(shape.as_list()).replace("None", "?")
 
 
-def _inference_error(error: Exception) -> bool:
-    """Whether a graph could not be built because a shape function refused its input shapes."""
-    return isinstance(error, ValueError) and " with input shapes: " in str(error)
-
-
 def _differentiable(dtype: tf.DType) -> bool:
     return dtype.is_floating or dtype.is_complex
 
 
-@dataclasses.dataclass(frozen=True, eq=False)  # hashed by identity: run caches are per sample
+@dataclasses.dataclass(frozen=True, eq=False)  # hashed by identity, for the run's caches
 class _Sample:
     index: int
     arrays: tuple[np.ndarray, ...]
     dtypes: tuple[tf.DType, ...]
 
     def tensors(self, arrays: Sequence[np.ndarray] = ()) -> list[tf.Tensor]:
-        """New tensors of the sample's values (or of ``arrays``), so that an op that writes into
-        its input spoils no other call. TensorFlow may share a NumPy array's memory: copied."""
+        """New tensors of the sample's values (or of ``arrays``), copied: TensorFlow may share a
+        NumPy array's memory, and an op that writes into its input must spoil no other call."""
         pairs = zip(arrays or self.arrays, self.dtypes)
         return [tf.constant(np.array(array, copy=True), dtype) for array, dtype in pairs]
 
     def __str__(self) -> str:
-        pairs = zip(self.arrays, self.dtypes)
-        return f"sample {self.index} ({', '.join(f'{d.name}{list(a.shape)}' for a, d in pairs)})"
+        args = ", ".join(f"{d.name}{list(a.shape)}" for a, d in zip(self.arrays, self.dtypes))
+        return f"sample {self.index} ({args})"
 
 
-def _difference(expected: tf.Tensor, actual: tf.Tensor, rtol=0.0, atol=0.0, bits=True) -> str:
+def _difference(expected: Any, actual: Any, rtol=0.0, atol=0.0, bits=True) -> str:
     """How ``actual`` differs from ``expected`` ('' if it does not): bit for bit, or as values
-    (a zero's sign aside) when ``bits`` is false, or within the tolerances when one is given."""
+    when ``bits`` is false (a zero's sign aside), or within the tolerances when one is given."""
+    if expected is None or actual is None:
+        return "" if expected is actual else "None against a tensor"
     if expected.dtype != actual.dtype or expected.shape != actual.shape:
-        return f"{actual.dtype.name}{actual.shape.as_list()}, expected " \
-               f"{expected.dtype.name}{expected.shape.as_list()}"  # fmt: skip
+        return (f"{actual.dtype.name}{actual.shape.as_list()}, expected "
+                f"{expected.dtype.name}{expected.shape.as_list()}")
     if as_bits(expected) == as_bits(actual):
         return ""
     want, got = np.asarray(expected.numpy()), np.asarray(actual.numpy())
@@ -143,7 +140,8 @@ def _difference(expected: tf.Tensor, actual: tf.Tensor, rtol=0.0, atol=0.0, bits
     elif rtol or atol:
         same = np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
     elif bits:
-        same = np.reshape([a.tobytes() == b.tobytes() for a, b in zip(got.flat, want.flat)], got.shape)
+        same = np.reshape([a.tobytes() == b.tobytes() for a, b in zip(got.flat, want.flat)],
+                          got.shape)
     else:
         same = (got == want) | (np.isnan(got) & np.isnan(want))
     if np.all(same):
@@ -161,46 +159,42 @@ class _Run:
         self.function = tf.function(fn, autograph=False)
         self.jit = tf.function(fn, autograph=False, jit_compile=True)
         self.vectorized = tf.function(autograph=False)(lambda *batch: tf.vectorized_map(
-            lambda example: fn(*example), batch, fallback_to_while_loop=False))  # fmt: skip
-        by_tape = tf.function(self.tape_gradients, autograph=False)
-        self.gradient_ways = {"eagerly": self.tape_gradients, "in tf.function": by_tape,
-                              "with jit_compile": tf.function(self.tape_gradients,
-                                                              autograph=False, jit_compile=True),
-                              "by v1 gradients": self.v1_gradients}  # fmt: skip
-
-    @functools.cached_property
-    def xla_types(self) -> set[str]:
-        """The dtypes XLA can compile for: those of its kernels for function arguments."""
-        return {tf.as_dtype(t).name for kernel in _compat.registered_kernels("_Arg")
-                if kernel.device_type == "XLA_CPU_JIT" for c in kernel.constraint
-                for t in c.allowed_values.list.type}  # fmt: skip
+            lambda example: fn(*example), batch, fallback_to_while_loop=False))
+        self.gradient_ways = {
+            "eagerly": self.tape_gradients, "by v1 gradients": self.v1_gradients,
+            "in tf.function": tf.function(self.tape_gradients, autograph=False),
+            "with jit_compile": tf.function(self.tape_gradients, autograph=False, jit_compile=True)}
+        # The dtypes XLA compiles: those of its kernel for a function's arguments.
+        self.xla_types = {tf.as_dtype(t).name for k in _compat.registered_kernels("_Arg")
+                          if k.device_type == "XLA_CPU_JIT" for c in k.constraint
+                          for t in c.allowed_values.list.type}
 
     def call(self, tensors: Sequence[tf.Tensor]) -> list[tf.Tensor]:
         return _flat(self.fn(*tensors))
 
     @functools.cache  # noqa: B019 (a run lives as long as its opcheck call)
     def trace(self, sample: _Sample, unknown: str = "") -> tuple[tf.Graph, list] | Exception:
-        """fn in a graph of its own, for placeholders of the sample's shapes, or of ``unknown``
+        """fn in a graph of its own, on placeholders of the sample's shapes, or of ``unknown``
         dimensions or rank: (graph, outputs), or the error."""
-        shapes = {"": [a.shape for a in sample.arrays], "rank": [None] * len(sample.arrays),
-                  "dimensions": [[None] * a.ndim for a in sample.arrays]}[unknown]  # fmt: skip
+        shapes = [None if unknown == "rank" else [None] * a.ndim if unknown else a.shape
+                  for a in sample.arrays]
         graph = tf.Graph()
         try:
             with graph.as_default():
-                placeholders = map(tf.compat.v1.placeholder, sample.dtypes, shapes)
-                return graph, self.call(list(placeholders))
+                return graph, self.call([tf.compat.v1.placeholder(dtype, shape)
+                                         for dtype, shape in zip(sample.dtypes, shapes)])
         except Exception as error:
             return error
 
     @functools.cached_property
     def nodes(self) -> dict[int, list[Any]]:
-        """Each traceable sample's NodeDefs of the ops under test, in function bodies too."""
+        """Each traced sample's NodeDefs of the ops under test, in function bodies too."""
         found = {}
         for sample in self.samples:
             if not isinstance(trace := self.trace(sample), Exception):
                 graph = trace[0].as_graph_def()
-                nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
-                nodes = [node for node in nodes if node.op != "Placeholder"]
+                nodes = [n for n in [*graph.node, *(n for f in graph.library.function
+                                                    for n in f.node_def)] if n.op != "Placeholder"]
                 found[sample.index] = [n for n in nodes if n.op not in PLUMBING] or nodes
         return found
 
@@ -213,19 +207,21 @@ class _Run:
         """For each sample, the (op, device type, dtypes) that no registered kernel runs."""
         gaps: dict[int, list[tuple[str, str, str]]] = {}
         for index, nodes in self.nodes.items():
-            for node in nodes:
-                for device in dict.fromkeys(d.split(":")[0] for d in self.devices):
-                    if not any(kernel.device_type == device and _kernel_runs(kernel, node)
-                               for kernel in _compat.registered_kernels(node.op)):  # fmt: skip
-                        gaps.setdefault(index, []).append((node.op, device, _types_of(node)))
+            for node, device in ((n, d) for n in nodes for d in dict.fromkeys(
+                    d.split(":")[0] for d in self.devices)):
+                if not any(kernel.device_type == device and _kernel_runs(kernel, node)
+                           for kernel in _compat.registered_kernels(node.op)):
+                    gaps.setdefault(index, []).append((node.op, device, _types_of(node)))
         return gaps
 
     def reported_by(self, sample: _Sample) -> str:
-        """The check that fails for ``sample`` on which fn cannot build or run its ops, if any:
-        ``shape_fn`` for an inference error, else ``registered``. The others leave it out."""
+        """The check that reports ``sample`` if fn cannot build or run its ops on it: shape_fn
+        for an inference error, else registered; '' if it can."""
         if isinstance(trace := self.trace(sample), Exception):
-            return "shape_fn" if _inference_error(trace) else "registered"
-        return "registered" if any(g[1] == "CPU" for g in self.kernel_gaps.get(sample.index, [])) else ""
+            inference = isinstance(trace, ValueError) and " with input shapes: " in str(trace)
+            return "shape_fn" if inference else "registered"
+        gaps = self.kernel_gaps.get(sample.index, [])
+        return "registered" if any(gap[1] == "CPU" for gap in gaps) else ""
 
     def usable(self) -> list[_Sample]:
         if not (usable := [s for s in self.samples if not self.reported_by(s)]):
@@ -244,50 +240,56 @@ class _Run:
     @functools.cache  # noqa: B019
     def deterministic(self, sample: _Sample) -> bool:
         with tf.device("CPU:0"):
-            again = self.call(sample.tensors())
-        return all(not _difference(a, b) for a, b in zip(self.eager(sample), again))
+            return not any(map(_difference, self.eager(sample), self.call(sample.tensors())))
 
     @functools.cache  # noqa: B019
     def shape_problems(self, sample: _Sample) -> tuple[list[str], list[str]]:
-        """Where inferred shapes and dtypes contradict the kernel's, and where inference refused
-        partial shapes; with known shapes a refusal is a contradiction, and ranks must agree."""
-        problems, refused = [], []
+        """Where the inferred shapes and dtypes contradict the kernel's, and where inference
+        refused partial shapes. With the shapes known, a refusal contradicts, and ranks agree."""
+        problems: list[str] = []
+        refused: list[str] = []
         for unknown in ("", "dimensions", "rank"):
-            case = f"unknown {unknown}" if unknown else "known shapes"
+            case, real = f"unknown {unknown}" if unknown else "known shapes", self.eager(sample)
             if isinstance(trace := self.trace(sample, unknown), Exception):
                 (refused if unknown else problems).append(f"{sample}, {case}: {_told(trace)}")
                 continue
-            for i, (static, real) in enumerate(zip(trace[1], self.eager(sample))):
-                agree = static.shape.is_compatible_with(real.shape) and (
-                    unknown or static.shape.rank == real.shape.rank)
-                if static.dtype != real.dtype or not agree:
-                    problems.append(f"{sample}, {case}: output {i} is inferred {static.dtype.name}"
-                                    f"{_shape(static.shape)}, the kernel gives {real.dtype.name}"
-                                    f"{real.shape.as_list()}")  # fmt: skip
-            if len(trace[1]) != len(self.eager(sample)):
-                problems.append(f"{sample}, {case}: {len(trace[1])} outputs inferred, the kernel "
-                                f"gives {len(self.eager(sample))}")  # fmt: skip
+            if len(trace[1]) != len(real):
+                problems.append(f"{sample}, {case}: {len(trace[1])} outputs, not {len(real)}")
+            for i, (static, kernel) in enumerate(zip(trace[1], real)):
+                if static.dtype != kernel.dtype or not static.shape.is_compatible_with(
+                        kernel.shape) or not (unknown or static.shape.rank == kernel.shape.rank):
+                    problems.append(f"{sample}, {case}: output {i} is inferred "
+                                    f"{static.dtype.name}{_shape(static.shape)}, the kernel gives "
+                                    f"{kernel.dtype.name}{kernel.shape.as_list()}")
         return problems, refused
 
-    def compare(self, sample: _Sample, expected: list, actual: list, where: str, bits=True):
+    def compare(self, sample: _Sample, expected: list, actual: list, where: str) -> list[str]:
         """Values where fn is deterministic on ``sample``, else dtypes and shapes only."""
         if len(expected) != len(actual):
             return [f"{sample}, {where}: {len(actual)} outputs, expected {len(expected)}"]
-        tolerance = (self.rtol, self.atol, bits) if self.deterministic(sample) else None
-        return [f"{sample}, {where}: output {i}: {text}" for i, (e, a) in enumerate(zip(expected, actual))
-                if (text := _difference(e, a, *tolerance) if tolerance else _difference(
-                    tf.zeros(e.shape, e.dtype), tf.zeros(a.shape, a.dtype)))]  # fmt: skip
+        if not self.deterministic(sample):
+            expected, actual = ([tf.zeros(t.shape, t.dtype) for t in side]
+                                for side in (expected, actual))
+        found = (_difference(e, a, self.rtol, self.atol) for e, a in zip(expected, actual))
+        return [f"{sample}, {where}: output {i}: {text}" for i, text in enumerate(found) if text]
 
     @functools.cached_property
     def ungradable(self) -> list[str]:
-        """Why gradients cannot be taken: an op under test missing from the gradient registry."""
-        return [f"no gradient is registered for {op}" for op in self.op_types if not _has_gradient(op)]
+        """The ops under test that the gradient registry has no entry for."""
+        return [op for op in self.op_types if _gradient_of(op) == "missing"]
 
     def gradients(self, sample: _Sample, how: str) -> list[tf.Tensor | None]:
-        """The gradients of fn's floating outputs (times upstream gradients that are neither ones
-        nor symmetric) with respect to its floating inputs, taken ``how``."""
+        """The gradients of fn's floating outputs (times upstream gradients neither ones nor
+        symmetric) with respect to its floating inputs, taken ``how``."""
         found = self.gradient_ways[how](*sample.tensors())
         return [None if g is None else tf.convert_to_tensor(g) for g in found]
+
+    def gradient_differences(self, sample: _Sample, expected: list, actual: list, how: str):
+        """Gradients compared as values: a zero's sign may differ between a kernel and XLA."""
+        found = (_difference(e, a, self.rtol, self.atol, bits=False)
+                 for e, a in zip(expected, actual))
+        return [f"{sample}: the gradient of floating input {i} {how}: {text}"
+                for i, text in enumerate(found) if text]
 
     def tape_gradients(self, *tensors: tf.Tensor) -> list:
         wrt = [t for t in tensors if _differentiable(t.dtype)]
@@ -297,21 +299,15 @@ class _Run:
         return tape.gradient(targets, wrt, output_gradients=list(map(_cotangent, targets)))
 
     def v1_gradients(self, *tensors: tf.Tensor) -> list:
-        graph = tf.Graph()
-        with graph.as_default():
+        with tf.Graph().as_default() as graph:
             inputs = [tf.compat.v1.placeholder(t.dtype, t.shape) for t in tensors]
             targets = [out for out in self.call(inputs) if _differentiable(out.dtype)]
-            wrt = [t for t in inputs if _differentiable(t.dtype)]
-            found = tf.compat.v1.gradients(targets, wrt, grad_ys=list(map(_cotangent, targets)))
+            found = tf.compat.v1.gradients(targets, [t for t in inputs if _differentiable(t.dtype)],
+                                           grad_ys=list(map(_cotangent, targets)))
             with tf.compat.v1.Session(graph=graph) as session:
                 values = iter(session.run([g for g in found if g is not None],
-                                          {i: t.numpy() for i, t in zip(inputs, tensors)}))  # fmt: skip
+                                          {i: t.numpy() for i, t in zip(inputs, tensors)}))
         return [None if g is None else tf.constant(next(values)) for g in found]
-
-
-def _row(batch: Any, k: int) -> Any:
-    """Example ``k`` of a batch; sliced in NumPy for tensors, as TensorFlow cannot slice all dtypes."""
-    return tf.constant(batch.numpy()[k], batch.dtype) if isinstance(batch, tf.Tensor) else batch[k]
 
 
 def _kernel_runs(kernel: Any, node: Any) -> bool:
@@ -322,22 +318,24 @@ def _kernel_runs(kernel: Any, node: Any) -> bool:
         allowed, value = set(constraint.allowed_values.list.type), node.attr[constraint.name]
         kind = value.WhichOneof("value")
         if (kind == "type" and value.type not in allowed) or (
-                kind == "list" and not allowed.issuperset(value.list.type)):  # fmt: skip
+                kind == "list" and not allowed.issuperset(value.list.type)):
             return False
     return True
 
 
 def _types_of(node: Any) -> str:
-    types = [tf.as_dtype(v.type).name for v in node.attr.values() if v.WhichOneof("value") == "type"]
+    types = [tf.as_dtype(value.type).name for value in node.attr.values()
+             if value.WhichOneof("value") == "type"]
     return ", ".join(types) or "no type attribute"
 
 
-def _has_gradient(op_type: str) -> bool:
+def _gradient_of(op_type: str) -> str:
+    """``missing`` (no entry in the gradient registry), ``none`` (declared not differentiable)
+    or ``registered``."""
     try:
-        _compat.gradient_function(op_type)
-        return True
+        return "none" if _compat.gradient_function(op_type) is None else "registered"
     except LookupError:
-        return False
+        return "missing"
 
 
 def _cotangent(output: tf.Tensor) -> tf.Tensor:
@@ -346,16 +344,22 @@ def _cotangent(output: tf.Tensor) -> tf.Tensor:
     return tf.cast(steps, output.dtype) * tf.cast(0.5, output.dtype) - tf.cast(1.25, output.dtype)
 
 
+def _row(batch: Any, k: int) -> Any:
+    """Example ``k`` of a batch, sliced in NumPy where TensorFlow cannot (quantized dtypes)."""
+    return tf.constant(batch.numpy()[k], batch.dtype) if isinstance(batch, tf.Tensor) else batch[k]
+
+
 # --- the checks: each returns its reason for ok, or raises _Verdict --------------------------
 
 
 def _check_registered(run: _Run) -> str:
-    unbuilt = [f"{s}: fn cannot build its ops: {_told(run.trace(s))}" for s in run.samples
-               if isinstance(run.trace(s), Exception) and run.reported_by(s) == "registered"]  # fmt: skip
+    unbuilt = [f"{s}: fn cannot build its ops: {_told(error)}" for s in run.samples if isinstance(
+        error := run.trace(s), Exception) and run.reported_by(s) == "registered"]
     missing = [f"no OpDef for {op}" for op in run.op_types if _compat.registered_op_def(op) is None]
-    gaps = sorted({gap for gaps in run.kernel_gaps.values() for gap in gaps})
+    gaps = sorted({f"no kernel for ({', '.join(gap)})" for gaps in run.kernel_gaps.values()
+                   for gap in gaps})
     if unbuilt or missing or gaps:
-        raise _Verdict("failed", _listed(unbuilt + missing + [f"no kernel for ({', '.join(g)})" for g in gaps]))
+        raise _Verdict("failed", _listed(unbuilt + missing + gaps))
     devices = ", ".join(dict.fromkeys(d.split(":")[0] for d in run.devices))
     return f"{', '.join(run.op_types)}: an OpDef, and a kernel on {devices} for every sample"
 
@@ -364,9 +368,9 @@ def _check_shape_fn(run: _Run) -> str:
     found = [run.shape_problems(s) for s in run.samples if run.reported_by(s) in ("", "shape_fn")]
     if not found:
         raise _Verdict("skipped", "fn builds and runs its ops on no sample (see registered)")
-    if problems := [p for sample_problems, _ in found for p in sample_problems]:
+    if problems := [problem for sample_problems, _ in found for problem in sample_problems]:
         raise _Verdict("failed", _listed(problems))
-    refused = [r for _, sample_refused in found for r in sample_refused]
+    refused = [refusal for _, refusals in found for refusal in refusals]
     note = f"; inference refuses partial shapes: {_listed(refused, 1)}" if refused else ""
     return f"inferred shapes and dtypes agree with the kernel's{note}"
 
@@ -376,13 +380,13 @@ def _check_gradient(run: _Run) -> str:
     if not samples:
         raise _Verdict("skipped", "no sample has a floating input")
     if run.ungradable:
-        raise _Verdict("failed", _listed([f"{text}: register one with @tf.RegisterGradient, or "
-                                          "declare that it has none with tf.no_gradient"
-                                          for text in run.ungradable]))  # fmt: skip
+        raise _Verdict("failed", _listed([f"no gradient is registered for {op}: register one with "
+                                          "@tf.RegisterGradient, or declare that it has none "
+                                          "with tf.no_gradient" for op in run.ungradable]))
     notes = [f"{op} is declared not differentiable" for op in run.op_types
-             if _compat.gradient_function(op) is None]  # fmt: skip
-    problems, skipped = [], [s for s in samples if run.shape_problems(s)[0]]
-    for sample in (s for s in samples if s not in skipped):
+             if _gradient_of(op) == "none"]
+    problems, wrong_shapes = [], [s for s in samples if run.shape_problems(s)[0]]
+    for sample in (s for s in samples if s not in wrong_shapes):
         found: dict[str, Any] = {}
         for how in ("eagerly", "in tf.function", "by v1 gradients"):
             try:
@@ -395,59 +399,53 @@ def _check_gradient(run: _Run) -> str:
                 problems.append(f"{sample}: the gradient is refused {', '.join(refused)} only")
             continue
         floating = [i for i, dtype in enumerate(sample.dtypes) if _differentiable(dtype)]
-        for i, grad in zip(floating, found["eagerly"]):
-            if grad is not None and (grad.dtype, grad.shape) != (sample.dtypes[i], sample.arrays[i].shape):
-                problems.append(f"{sample}: the gradient of input {i} is {grad.dtype.name}"
-                                f"{grad.shape.as_list()}, not the input's dtype and shape")  # fmt: skip
+        problems += [f"{sample}: the gradient of input {i} is {g.dtype.name}{g.shape.as_list()}, "
+                     "not the input's dtype and shape" for i, g in zip(floating, found["eagerly"])
+                     if g is not None and (g.dtype, g.shape) != (sample.dtypes[i],
+                                                                 sample.arrays[i].shape)]
         for how in ("in tf.function", "by v1 gradients"):
-            problems += _gradient_differences(run, sample, found["eagerly"], found[how], how)
+            problems += run.gradient_differences(sample, found["eagerly"], found[how], how)
     if problems:
         raise _Verdict("failed", _listed(problems))
-    if skipped:
-        left_out = f"{len(skipped)} of {len(samples)} samples, whose inferred shapes are wrong (see shape_fn)"
-        if len(skipped) == len(samples):
+    if wrong_shapes:
+        left_out = f"{len(wrong_shapes)} of {len(samples)} samples, whose inferred shapes are " \
+                   "wrong (see shape_fn)"
+        if len(wrong_shapes) == len(samples):
             raise _Verdict("skipped", f"no sample to differentiate: {left_out}")
         notes.append(f"left out: {left_out}")
-    return "; ".join(dict.fromkeys(notes)) or "registered; the tape, tf.function and v1 gradients agree"
-
-
-def _gradient_differences(run: _Run, sample: _Sample, expected: list, actual: list, how: str):
-    """Gradients compared as values: a zero's sign may differ between kernels and XLA."""
-    return [f"{sample}: the gradient of floating input {i} {how}: {text}"
-            for i, (a, b) in enumerate(zip(expected, actual))
-            if (text := ("" if a is None and b is None else "None against a tensor"
-                         if a is None or b is None else _difference(a, b, run.rtol, run.atol, False)))]  # fmt: skip
+    return _listed(notes) or "registered; the tape, tf.function and v1 gradients agree"
 
 
 def _check_modes(run: _Run) -> str:
     problems, notes = [], []
-    for device in run.devices:
-        for sample in run.usable():
+    for device, sample in ((d, s) for d in run.devices for s in run.usable()):
+        with tf.device(device):
+            expected = run.call(sample.tensors())
+            found = {"tf.function": _flat(run.function(*sample.tensors()))}
+            if untyped := {t.dtype.name for t in [*sample.tensors(), *expected]} - run.xla_types:
+                notes.append(f"XLA has no type for {', '.join(sorted(untyped))}: jit_compile not "
+                             "tried")
+            else:
+                try:
+                    found["jit_compile"] = _flat(run.jit(*sample.tensors()))
+                except Exception as error:
+                    raise _Verdict("failed", f"{sample} on {device}: jit_compile=True fails: "
+                                   f"{_told(error)}. Register an XLA kernel (REGISTER_XLA_OP), "
+                                   "and load the library before TensorFlow runs its first op: "
+                                   "TensorFlow makes XLA's kernels once") from error
+        for how, outputs in found.items():
+            problems += run.compare(sample, expected, outputs, f"{device}, {how}")
+        if run.ungradable or run.shape_problems(sample)[0] or not any(
+                map(_differentiable, sample.dtypes)):
+            continue
+        try:
             with tf.device(device):
-                expected = run.call(sample.tensors())
-                found = {"tf.function": _flat(run.function(*sample.tensors()))}
-                if untyped := {t.dtype.name for t in [*sample.tensors(), *expected]} - run.xla_types:
-                    notes.append(f"XLA has no type for {', '.join(sorted(untyped))}: jit_compile not tried")
-                else:
-                    try:
-                        found["jit_compile"] = _flat(run.jit(*sample.tensors()))
-                    except Exception as error:
-                        raise _Verdict("failed", f"{sample} on {device}: jit_compile=True fails: "
-                                       f"{_told(error)}. Register an XLA kernel (REGISTER_XLA_OP), "
-                                       "and load the library before TensorFlow runs its first op: "
-                                       "TensorFlow makes XLA's kernels once") from error  # fmt: skip
-            for how, outputs in found.items():
-                problems += run.compare(sample, expected, outputs, f"{device}, {how}")
-            if run.ungradable or run.shape_problems(sample)[0] or not any(map(_differentiable, sample.dtypes)):
-                continue
-            try:
-                with tf.device(device):
-                    eager = run.gradients(sample, "eagerly")
-                    for how in ("in tf.function", "with jit_compile")[: len(found)]:
-                        grads = run.gradients(sample, how)
-                        problems += _gradient_differences(run, sample, eager, grads, f"on {device} {how}")
-            except LookupError:
-                notes.append("the gradient refuses by design, so only outputs are compared")
+                eager = run.gradients(sample, "eagerly")
+                for how in ("in tf.function", "with jit_compile")[: len(found)]:
+                    problems += run.gradient_differences(
+                        sample, eager, run.gradients(sample, how), f"on {device} {how}")
+        except LookupError:
+            notes.append("the gradient refuses by design, so only outputs are compared")
     if problems:
         raise _Verdict("failed", _listed(problems))
     note = f" ({_listed(notes)})" if notes else ""
@@ -458,13 +456,14 @@ def _check_vmap(run: _Run) -> str:
     problems = []
     for sample in run.usable():
         # A batch of three: the sample, and its values rotated by one and by two.
-        examples = [[np.roll(a.reshape(-1), k).reshape(a.shape) for a in sample.arrays] for k in range(3)]
+        examples = [[np.roll(a.reshape(-1), k).reshape(a.shape) for a in sample.arrays]
+                    for k in range(3)]
         try:
             vectorized = run.vectorized(*sample.tensors([np.stack(c) for c in zip(*examples)]))
         except Exception as error:
             raise _Verdict("failed", f"{sample}: tf.vectorized_map fails without its while_loop "
                            f"fallback: {_told(error)}. Register a pfor converter "
-                           "(tensorflow.python.ops.parallel_for.pfor.RegisterPFor)") from error  # fmt: skip
+                           "(tensorflow.python.ops.parallel_for.pfor.RegisterPFor)") from error
         for k, example in enumerate(examples):
             one = _flat(tf.nest.map_structure(lambda t, k=k: _row(t, k), vectorized))
             problems += run.compare(sample, run.call(sample.tensors(example)), one, f"example {k}")
@@ -474,31 +473,29 @@ def _check_vmap(run: _Run) -> str:
 
 
 def _check_retrace(run: _Run) -> str:
-    signatures = {}
+    signatures: dict[str, tuple] = {}
     for sample in run.usable():
         size = next((a.shape[0] for a in sample.arrays if a.ndim), 0)
         batched = [a.ndim > 0 and a.shape[0] == size > 0 for a in sample.arrays]
         specs = [tf.TensorSpec([None, *a.shape[1:]] if b else a.shape, d)
-                 for a, b, d in zip(sample.arrays, batched, sample.dtypes)]  # fmt: skip
+                 for a, b, d in zip(sample.arrays, batched, sample.dtypes)]
         if any(batched):
             signatures.setdefault(str(specs), (sample, specs, batched, size))
     if not signatures:
         raise _Verdict("skipped", "no sample has an input with a batch dimension (size 1 or more)")
     for sample, specs, batched, size in signatures.values():
-        traces = []
-        traced = tf.function(lambda *args: traces.append(args) or run.fn(*args),
-                             input_signature=specs, autograph=False)  # fmt: skip
-        for batch in (size, size + 1, 2 * size + 1):
-            rows = np.arange(batch) % size
+        traced = tf.function(run.fn, input_signature=specs, autograph=False)
+        for rows in (np.arange(batch) % size for batch in (size, size + 1, 2 * size + 1)):
             try:
-                traced(*sample.tensors([a[rows] if b else a for a, b in zip(sample.arrays, batched)]))
+                traced(*sample.tensors([a[rows] if b else a
+                                        for a, b in zip(sample.arrays, batched)]))
             except Exception as error:
                 raise _Verdict("failed", f"{sample}: fn cannot be traced for an unknown batch "
                                f"dimension ({', '.join(_shape(s.shape) for s in specs)}): "
                                f"{_told(error)}. A tf.function that calls it traces again for "
-                               "every batch size") from error  # fmt: skip
-        if len(traces) != 1:
-            raise _Verdict("failed", f"{sample}: {len(traces)} traces for {len(specs)} signature")
+                               "every batch size") from error
+        if (traces := traced.experimental_get_tracing_count()) != 1:
+            raise _Verdict("failed", f"{sample}: {traces} traces for one signature")
     return f"one trace served batch sizes n, n+1 and 2n+1, for each of {len(signatures)} signatures"
 
 
@@ -509,12 +506,14 @@ def _check_pure(run: _Run) -> str:
             call(inputs := sample.tensors())
             problems += [f"{sample}: called {how}, fn changed its input {i} ({text}): a kernel "
                          "must never write into an input" for i, (before, after)
-                         in enumerate(zip(sample.tensors(), inputs)) if (text := _difference(before, after))]  # fmt: skip
-    stateful = [op for op in run.op_types if getattr(_compat.registered_op_def(op), "is_stateful", 0)]
+                         in enumerate(zip(sample.tensors(), inputs))
+                         if (text := _difference(before, after))]
+    stateful = [op for op in run.op_types
+                if getattr(_compat.registered_op_def(op), "is_stateful", False)]
     if not stateful and (random := [s for s in run.usable() if not run.deterministic(s)]):
         problems.append(f"{', '.join(run.op_types)} is declared stateless, yet two calls on "
                         f"{random[0]} gave other outputs: Grappler may fold it into a constant or "
-                        "merge two calls. Declare it SetIsStateful(), or make it deterministic")  # fmt: skip
+                        "merge two calls. Declare it SetIsStateful(), or make it deterministic")
     if problems:
         raise _Verdict("failed", _listed(problems))
     if stateful:
@@ -525,8 +524,7 @@ def _check_pure(run: _Run) -> str:
 # A fresh process: writes which op types of the SavedModel in DIRECTORY TensorFlow alone does not
 # register (without them it cannot load), then loads LIBRARY (path:FILE, module:NAME, or nothing)
 # and the SavedModel, and calls it on each sample's inputs, writing the outputs beside them.
-# Tensors are stored as TensorProtos, which need no kernel (SerializeTensor has none for quantized
-# dtypes).
+# Tensors go as TensorProtos, which need no kernel (SerializeTensor has none for quantized types).
 _FRESH_PROCESS = """
 import importlib, pathlib, sys
 import tensorflow as tf
@@ -537,8 +535,8 @@ directory, library = pathlib.Path(sys.argv[1]), sys.argv[2]
 saved = SavedModel.FromString((directory / "model" / "saved_model.pb").read_bytes())
 graph = saved.meta_graphs[0].graph_def
 types = {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
-unregistered = sorted(t for t in types if op_def_registry.get(t) is None)
-(directory / "unregistered").write_text("\\n".join(unregistered))
+unregistered = [t for t in types if op_def_registry.get(t) is None]
+(directory / "unregistered").write_text(" ".join(unregistered))
 kind, _, name = library.partition(":")
 if kind == "path":
     tf.load_op_library(name)
@@ -555,28 +553,30 @@ for sample in sorted((directory / "inputs").iterdir()):
 """
 
 
+def _fresh_process(directory: str, library: str) -> str:
+    """Runs _FRESH_PROCESS; returns the error it ended with, in one line ('' if none)."""
+    try:
+        ran = subprocess.run([sys.executable, "-c", _FRESH_PROCESS, directory, library],
+                             cwd=directory, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+                             capture_output=True, text=True, timeout=FRESH_PROCESS_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"TimeoutError: it did not finish in {FRESH_PROCESS_TIMEOUT_S} s"
+    lines = ran.stderr.splitlines()
+    told = [line for line in lines if re.match(r"\w*(Error|Exception)\b", line)] or lines
+    if not ran.returncode:
+        return ""
+    found = [m.group(0) for pattern in TOLD if (m := re.search(pattern, "".join(told[-1:])))]
+    return (found or told[-1:] or [f"exit status {ran.returncode}"])[0][:300]
+
+
 def _tensors_in(folder: Path) -> list[tf.Tensor]:
     protos = (TensorProto.FromString(path.read_bytes()) for path in sorted(folder.iterdir()))
     return [tf.constant(tf.make_ndarray(proto), proto.dtype) for proto in protos]
 
 
-def _fresh_process(directory: str, library: str) -> str:
-    """Runs _FRESH_PROCESS; returns the error it ended with ('' if none), in one line."""
-    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    try:
-        ran = subprocess.run([sys.executable, "-c", _FRESH_PROCESS, directory, library],
-                             cwd=directory, env=environment, capture_output=True, text=True,
-                             timeout=FRESH_PROCESS_TIMEOUT_S)  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return f"TimeoutError: it did not finish in {FRESH_PROCESS_TIMEOUT_S} s"
-    lines = ran.stderr.splitlines()
-    told = [line for line in lines if re.match(r"\w*(Error|Exception)\b", line)] or lines
-    found = [m.group(0) for p in TOLD for line in told[-1:] if (m := re.search(p, line))]
-    return (found or told[-1:] or [f"exit status {ran.returncode}"])[0][:300] if ran.returncode else ""
-
-
 def _check_saved_model(run: _Run) -> str:
     samples = run.usable()
+    loads = run.library.partition(":")[2] if run.library else "only TensorFlow"
     with tempfile.TemporaryDirectory(prefix="opcheck-") as directory:
         module = tf.Module()
         module.call = tf.function(run.fn, autograph=False)
@@ -588,25 +588,22 @@ def _check_saved_model(run: _Run) -> str:
                 path.write_bytes(tf.make_tensor_proto(array, dtype).SerializeToString())
         tf.saved_model.save(module, str(Path(directory, "model")))
         if error := _fresh_process(directory, run.library or ""):
-            raise _Verdict("failed", f"in a fresh process that loads {_loaded(run)}, the SavedModel "
-                           f"does not load and run: {error}")  # fmt: skip
-        unregistered = Path(directory, "unregistered").read_text().split()
+            raise _Verdict("failed", f"in a fresh process that loads {loads}, the SavedModel does "
+                           f"not load and run: {error}")
+        unregistered = sorted(Path(directory, "unregistered").read_text().split())
         problems = [problem for sample in samples for problem in run.compare(
-            sample, run.eager(sample), _tensors_in(Path(directory, "outputs", f"{sample.index:04d}")),
-            "the loaded model")]  # fmt: skip
+            sample, run.eager(sample),
+            _tensors_in(Path(directory, "outputs", f"{sample.index:04d}")), "the loaded model")]
     if problems:
         raise _Verdict("failed", _listed(problems))
-    without = f"; without it, it cannot load: TensorFlow alone registers no {', '.join(unregistered)}" \
-        if unregistered else "; it needs no op that TensorFlow alone lacks"  # fmt: skip
-    return f"a fresh process that loads {_loaded(run)} gives the same outputs{without}"
+    without = ("it needs no op that TensorFlow alone lacks" if not unregistered else "without it, "
+               f"it cannot load: TensorFlow alone registers no {', '.join(unregistered)}")
+    return f"a fresh process that loads {loads} gives the same outputs; {without}"
 
 
-def _loaded(run: _Run) -> str:
-    return run.library.partition(":")[2] if run.library else "only TensorFlow"
-
-
-def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *, checks: Sequence[str] | None = None,
-            library: str | os.PathLike | None = None, rtol: float = 0.0, atol: float = 0.0) -> OpcheckResults:
+def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *,
+            checks: Sequence[str] | None = None, library: str | os.PathLike | None = None,
+            rtol: float = 0.0, atol: float = 0.0) -> OpcheckResults:
     """Checks the TensorFlow op(s) that ``fn`` builds, on each of ``samples``.
 
     Args:
@@ -630,17 +627,17 @@ def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *, checks: Sequenc
     """
     if not callable(fn):
         raise TypeError(f"opcheck: fn must be a callable that builds the op from tensors, such as "
-                        f"my_ops.my_op or lambda x: my_ops.my_op(x); got a {type(fn).__name__}")  # fmt: skip
-    if isinstance(samples, (str, tf.Tensor, np.ndarray)) or not isinstance(samples, Sequence) or not samples:
+                        f"my_ops.my_op or lambda x: my_ops.my_op(x); got a {type(fn).__name__}")
+    if not isinstance(samples, (list, tuple)) or not samples:
         raise ValueError("opcheck: samples must be a non-empty list of tuples of arguments, such "
-                         "as [(np.ones([2, 3], np.float32),)]")  # fmt: skip
+                         "as [(np.ones([2, 3], np.float32),)]")
     if isinstance(checks, str) or (unknown := sorted(set(checks or ()) - set(CHECKS))):
-        raise ValueError(f"opcheck: unknown check {checks if isinstance(checks, str) else unknown}: "
-                         f"the checks are {', '.join(CHECKS)}")  # fmt: skip
+        raise ValueError(f"opcheck: unknown check {checks if isinstance(checks, str) else unknown}:"
+                         f" the checks are {', '.join(CHECKS)}")
     run = _Run(fn, _checked_samples(samples), _checked_library(library), rtol, atol)
     results = OpcheckResults()
     # Tracing for every sample's signature is the point: TensorFlow's warning of it is not.
-    tf.get_logger().addFilter(_retracing_warnings)
+    tf.get_logger().addFilter(_not_retracing)
     try:
         for name in (name for name in CHECKS if checks is None or name in checks):
             try:
@@ -650,19 +647,20 @@ def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *, checks: Sequenc
             except Exception as error:  # the op under test broke the check itself
                 results[name] = CheckResult("failed", f"the check crashed: {_told(error)}")
     finally:
-        tf.get_logger().removeFilter(_retracing_warnings)
+        tf.get_logger().removeFilter(_not_retracing)
     return results
 
 
-def _retracing_warnings(record: logging.LogRecord) -> bool:
-    return "triggered tf.function retracing" not in record.getMessage()
-
-
-def assert_opcheck(fn: Callable[..., Any], samples: Sequence[tuple], **options: Any) -> OpcheckResults:
+def assert_opcheck(fn: Callable[..., Any], samples: Sequence[tuple], **options: Any
+                   ) -> OpcheckResults:
     """:func:`opcheck`, then ``raise_on_failure()``: a test in one call."""
     results = opcheck(fn, samples, **options)
     results.raise_on_failure()
     return results
+
+
+def _not_retracing(record: logging.LogRecord) -> bool:
+    return "triggered tf.function retracing" not in record.getMessage()
 
 
 def _checked_samples(samples: Sequence[tuple]) -> list[_Sample]:
@@ -670,13 +668,13 @@ def _checked_samples(samples: Sequence[tuple]) -> list[_Sample]:
     for index, sample in enumerate(samples):
         if not isinstance(sample, tuple):
             raise TypeError(f"opcheck: sample {index} is a {type(sample).__name__}, not a tuple of "
-                            "arguments: write (x,) for one argument")  # fmt: skip
+                            "arguments: write (x,) for one argument")
         for position, value in enumerate(sample):
             if not isinstance(value, (tf.Tensor, np.ndarray, np.generic)) or (
-                    isinstance(value, tf.Tensor) and value.dtype in (tf.resource, tf.variant)):  # fmt: skip
+                    isinstance(value, tf.Tensor) and value.dtype in (tf.resource, tf.variant)):
                 raise TypeError(f"opcheck: sample {index}, argument {position} is a "
                                 f"{type(value).__name__}: give a tf.Tensor or a NumPy array of "
-                                "numbers, bools or strings")  # fmt: skip
+                                "numbers, bools or strings")
         tensors = [tf.convert_to_tensor(value) for value in sample]
         arrays = tuple(np.array(t.numpy(), copy=True) for t in tensors)
         checked.append(_Sample(index, arrays, tuple(t.dtype for t in tensors)))
@@ -690,11 +688,11 @@ def _checked_library(library: str | os.PathLike | None) -> str | None:
     if Path(library).is_file():
         return f"path:{Path(library).resolve()}"
     try:
-        found = isinstance(library, str) and importlib.util.find_spec(library) is not None
+        importable = isinstance(library, str) and importlib.util.find_spec(library) is not None
     except (ImportError, ValueError):
-        found = False
-    if not found:
+        importable = False
+    if not importable:
         raise ValueError(f"opcheck: library {str(library)!r} is neither an op library file nor a "
                          "module that can be imported: give the path tf.load_op_library takes, "
-                         "or a module name such as 'tensorflow_text'")  # fmt: skip
+                         "or a module name such as 'tensorflow_text'")
     return f"module:{library}"

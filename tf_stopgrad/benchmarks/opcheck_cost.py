@@ -23,7 +23,8 @@ SHAPES = ((2, 3), (), (4,), (3, 1), (2, 2), (0,), (5,), (2, 1, 2), (6,), (64, 64
 
 def _samples(count: int) -> list[tuple[np.ndarray]]:
     rng = np.random.default_rng(0)
-    return [(rng.standard_normal(shape).astype(dtype),) for dtype, shape in zip(DTYPES, SHAPES)][:count]
+    pairs = list(zip(DTYPES, SHAPES))[:count]
+    return [(rng.standard_normal(shape).astype(dtype),) for dtype, shape in pairs]
 
 
 def rows(quick: bool) -> list[Row]:
@@ -35,5 +36,7 @@ def rows(quick: bool) -> list[Row]:
         timed.append(time.perf_counter() - start)
         results.raise_on_failure()
     where = f"stop_gradient, {len(samples)} samples"
-    return [Row(f"opcheck: the checks in this process ({where})", timed[0], "s", target=10.0),
-            Row(f"opcheck: saved_model, in a fresh process ({where})", timed[1], "s", target=15.0)]  # fmt: skip
+    return [
+        Row(f"opcheck: the checks in this process ({where})", timed[0], "s", target=10.0),
+        Row(f"opcheck: saved_model, in a fresh process ({where})", timed[1], "s", target=15.0),
+    ]
