@@ -14,6 +14,7 @@ from tensorflow.python.eager import context as _context
 from tensorflow.python.eager import core as _core
 from tensorflow.python.eager import record as _record
 from tensorflow.python.framework import composite_tensor as _composite_tensor
+from tensorflow.python.framework import func_graph as _func_graph
 from tensorflow.python.framework import kernels as _kernels
 from tensorflow.python.framework import op_def_registry as _op_def_registry
 from tensorflow.python.framework import ops as _ops
@@ -52,6 +53,9 @@ wrap_pfor_output = _pfor.wrap
 # The gradient function registered for an op type: None if it is declared not differentiable;
 # LookupError if the registry has no entry.
 gradient_function = _ops._gradient_registry.lookup
+# A graph that a tf.function traces into: it may capture eager tensors and resources.
+FuncGraph = _func_graph.FuncGraph
+Trackable = tf.__internal__.tracking.Trackable
 # The registered OpDef of an op type, or None.
 registered_op_def = _op_def_registry.get
 # Writes fingerprint.pb for the SavedModel in a directory, as tf.saved_model.save does.

@@ -41,6 +41,9 @@ FRESH_PROCESS_TIMEOUT_S = 300
 TOLD = (r"No registered '[^']+' OpKernel for \S+ devices", r"No pfor vectorization defined for \S+",
         r"Op type not registered '[^']+'")
 MARKS = r"{{[^}]*}}\s*"  # TensorFlow's {{node ...}} and {{function_node ...}}
+XLA_ADVICE = (". Register an XLA kernel (REGISTER_XLA_OP), and load the library before TensorFlow "
+              "runs its first op: TensorFlow makes XLA's kernels once")
+OPAQUE = (tf.variant, tf.resource)  # dtypes whose values cannot be read, only their shapes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +103,7 @@ def _listed(problems: Sequence[str], shown: int = 4) -> str:
 
 
 def _shape(shape: tf.TensorShape) -> str:
-    return "[?]" if shape.rank is None else str(shape.as_list()).replace("None", "?")
+    return " of unknown rank" if shape.rank is None else str(shape.as_list()).replace("None", "?")
 
 
 def _differentiable(dtype: tf.DType) -> bool:
@@ -129,6 +132,8 @@ def _difference(expected: Any, actual: Any, rtol=0.0, atol=0.0, bits=True) -> st
     when ``bits`` is false (a zero's sign aside), or within the tolerances when one is given."""
     if expected is None or actual is None:
         return "" if expected is actual else "None against a tensor"
+    expected, actual = (tf.zeros(t.shape, tf.bool) if t.dtype in OPAQUE else t
+                        for t in (expected, actual))
     if expected.dtype != actual.dtype or expected.shape != actual.shape:
         return (f"{actual.dtype.name}{actual.shape.as_list()}, expected "
                 f"{expected.dtype.name}{expected.shape.as_list()}")
@@ -161,7 +166,8 @@ class _Run:
         self.vectorized = tf.function(autograph=False)(lambda *batch: tf.vectorized_map(
             lambda example: fn(*example), batch, fallback_to_while_loop=False))
         self.gradient_ways = {
-            "eagerly": self.tape_gradients, "by v1 gradients": self.v1_gradients,
+            "eagerly": self.tape_gradients,
+            "by v1 gradients": tf.function(self.v1_gradients, autograph=False),
             "in tf.function": tf.function(self.tape_gradients, autograph=False),
             "with jit_compile": tf.function(self.tape_gradients, autograph=False, jit_compile=True)}
         # The dtypes XLA compiles: those of its kernel for a function's arguments.
@@ -174,11 +180,12 @@ class _Run:
 
     @functools.cache  # noqa: B019 (a run lives as long as its opcheck call)
     def trace(self, sample: _Sample, unknown: str = "") -> tuple[tf.Graph, list] | Exception:
-        """fn in a graph of its own, on placeholders of the sample's shapes, or of ``unknown``
-        dimensions or rank: (graph, outputs), or the error."""
+        """fn in a graph of its own (a function's, which may capture tensors and resources), on
+        placeholders of the sample's shapes, or of ``unknown`` dimensions or rank: (graph,
+        outputs), or the error."""
         shapes = [None if unknown == "rank" else [None] * a.ndim if unknown else a.shape
                   for a in sample.arrays]
-        graph = tf.Graph()
+        graph = _compat.FuncGraph("opcheck")
         try:
             with graph.as_default():
                 return graph, self.call([tf.compat.v1.placeholder(dtype, shape)
@@ -209,7 +216,7 @@ class _Run:
         for index, nodes in self.nodes.items():
             for node, device in ((n, d) for n in nodes for d in dict.fromkeys(
                     d.split(":")[0] for d in self.devices)):
-                if not any(kernel.device_type == device and _kernel_runs(kernel, node)
+                if not any(kernel.device_type in (device, "DEFAULT") and _kernel_runs(kernel, node)
                            for kernel in _compat.registered_kernels(node.op)):
                     gaps.setdefault(index, []).append((node.op, device, _types_of(node)))
         return gaps
@@ -230,10 +237,14 @@ class _Run:
 
     @functools.cache  # noqa: B019
     def eager(self, sample: _Sample) -> list[tf.Tensor]:
-        """fn's outputs on ``sample``, run eagerly on the CPU; the check fails if fn raises."""
+        """fn's outputs on ``sample``, run eagerly on the CPU."""
+        with tf.device("CPU:0"):
+            return self.guarded(sample, self.call, sample.tensors())
+
+    def guarded(self, sample: _Sample, call: Callable[..., Any], tensors: list) -> Any:
+        """``call(tensors)``; the check fails, saying so, if fn raises."""
         try:
-            with tf.device("CPU:0"):
-                return self.call(sample.tensors())
+            return call(tensors)
         except Exception as error:
             raise _Verdict("failed", f"{sample}: fn raised {_told(error)}") from error
 
@@ -254,7 +265,8 @@ class _Run:
                 (refused if unknown else problems).append(f"{sample}, {case}: {_told(trace)}")
                 continue
             if len(trace[1]) != len(real):
-                problems.append(f"{sample}, {case}: {len(trace[1])} outputs, not {len(real)}")
+                problems.append(f"{sample}, {case}: fn returns {len(trace[1])} tensors (its "
+                                f"composites' included), against {len(real)} eagerly")
             for i, (static, kernel) in enumerate(zip(trace[1], real)):
                 if static.dtype != kernel.dtype or not static.shape.is_compatible_with(
                         kernel.shape) or not (unknown or static.shape.rank == kernel.shape.rank):
@@ -264,19 +276,21 @@ class _Run:
         return problems, refused
 
     def compare(self, sample: _Sample, expected: list, actual: list, where: str) -> list[str]:
-        """Values where fn is deterministic on ``sample``, else dtypes and shapes only."""
+        """Values where fn is deterministic on ``sample``, else dtypes and ranks only."""
         if len(expected) != len(actual):
             return [f"{sample}, {where}: {len(actual)} outputs, expected {len(expected)}"]
-        if not self.deterministic(sample):
-            expected, actual = ([tf.zeros(t.shape, t.dtype) for t in side]
+        if not self.deterministic(sample):  # tf.zeros([0] * rank) stands for any shape of a rank
+            expected, actual = ([tf.zeros([0] * t.shape.rank, t.dtype) for t in side]
                                 for side in (expected, actual))
         found = (_difference(e, a, self.rtol, self.atol) for e, a in zip(expected, actual))
         return [f"{sample}, {where}: output {i}: {text}" for i, text in enumerate(found) if text]
 
     @functools.cached_property
     def ungradable(self) -> list[str]:
-        """The ops under test that the gradient registry has no entry for."""
-        return [op for op in self.op_types if _gradient_of(op) == "missing"]
+        """The ops under test with a floating input that the gradient registry has no entry for."""
+        floating = {node.op for nodes in self.nodes.values() for node in nodes
+                    if any(map(_differentiable, _input_types(node)))}
+        return [op for op in sorted(floating) if _gradient_of(op) == "missing"]
 
     def gradients(self, sample: _Sample, how: str) -> list[tf.Tensor | None]:
         """The gradients of fn's floating outputs (times upstream gradients neither ones nor
@@ -298,16 +312,10 @@ class _Run:
             targets = [out for out in self.call(tensors) if _differentiable(out.dtype)]
         return tape.gradient(targets, wrt, output_gradients=list(map(_cotangent, targets)))
 
-    def v1_gradients(self, *tensors: tf.Tensor) -> list:
-        with tf.Graph().as_default() as graph:
-            inputs = [tf.compat.v1.placeholder(t.dtype, t.shape) for t in tensors]
-            targets = [out for out in self.call(inputs) if _differentiable(out.dtype)]
-            found = tf.compat.v1.gradients(targets, [t for t in inputs if _differentiable(t.dtype)],
-                                           grad_ys=list(map(_cotangent, targets)))
-            with tf.compat.v1.Session(graph=graph) as session:
-                values = iter(session.run([g for g in found if g is not None],
-                                          {i: t.numpy() for i, t in zip(inputs, tensors)}))
-        return [None if g is None else tf.constant(next(values)) for g in found]
+    def v1_gradients(self, *inputs: tf.Tensor) -> list:
+        targets = [out for out in self.call(inputs) if _differentiable(out.dtype)]
+        return tf.compat.v1.gradients(targets, [t for t in inputs if _differentiable(t.dtype)],
+                                      grad_ys=list(map(_cotangent, targets)))
 
 
 def _kernel_runs(kernel: Any, node: Any) -> bool:
@@ -321,6 +329,15 @@ def _kernel_runs(kernel: Any, node: Any) -> bool:
                 kind == "list" and not allowed.issuperset(value.list.type)):
             return False
     return True
+
+
+def _input_types(node: Any) -> list[tf.DType]:
+    """The dtypes of a NodeDef's inputs, as its OpDef declares them."""
+    types: list[int] = []
+    for arg in getattr(_compat.registered_op_def(node.op), "input_arg", ()):
+        attr = node.attr[arg.type_attr or arg.type_list_attr]
+        types += [arg.type] if arg.type else [attr.type] if arg.type_attr else attr.list.type
+    return [tf.as_dtype(t) for t in types if t]
 
 
 def _types_of(node: Any) -> str:
@@ -420,19 +437,19 @@ def _check_modes(run: _Run) -> str:
     problems, notes = [], []
     for device, sample in ((d, s) for d in run.devices for s in run.usable()):
         with tf.device(device):
-            expected = run.call(sample.tensors())
-            found = {"tf.function": _flat(run.function(*sample.tensors()))}
+            expected = run.guarded(sample, run.call, sample.tensors())
+            ways = {"tf.function": run.function, "jit_compile": run.jit}
             if untyped := {t.dtype.name for t in [*sample.tensors(), *expected]} - run.xla_types:
                 notes.append(f"XLA has no type for {', '.join(sorted(untyped))}: jit_compile not "
                              "tried")
-            else:
+                del ways["jit_compile"]
+            found = {}
+            for how, way in ways.items():
                 try:
-                    found["jit_compile"] = _flat(run.jit(*sample.tensors()))
+                    found[how] = _flat(way(*sample.tensors()))
                 except Exception as error:
-                    raise _Verdict("failed", f"{sample} on {device}: jit_compile=True fails: "
-                                   f"{_told(error)}. Register an XLA kernel (REGISTER_XLA_OP), "
-                                   "and load the library before TensorFlow runs its first op: "
-                                   "TensorFlow makes XLA's kernels once") from error
+                    raise _Verdict("failed", f"{sample} on {device}: {how} fails: {_told(error)}"
+                                   + XLA_ADVICE * (how == "jit_compile")) from error
         for how, outputs in found.items():
             problems += run.compare(sample, expected, outputs, f"{device}, {how}")
         if run.ungradable or run.shape_problems(sample)[0] or not any(
@@ -466,7 +483,8 @@ def _check_vmap(run: _Run) -> str:
                            "(tensorflow.python.ops.parallel_for.pfor.RegisterPFor)") from error
         for k, example in enumerate(examples):
             one = _flat(tf.nest.map_structure(lambda t, k=k: _row(t, k), vectorized))
-            problems += run.compare(sample, run.call(sample.tensors(example)), one, f"example {k}")
+            loop = run.guarded(sample, run.call, sample.tensors(example))
+            problems += run.compare(sample, loop, one, f"example {k}")
     if problems:
         raise _Verdict("failed", f"tf.vectorized_map differs from a loop: {_listed(problems)}")
     return "tf.vectorized_map vectorizes fn, with the results of a loop over the batch"
@@ -483,41 +501,51 @@ def _check_retrace(run: _Run) -> str:
             signatures.setdefault(str(specs), (sample, specs, batched, size))
     if not signatures:
         raise _Verdict("skipped", "no sample has an input with a batch dimension (size 1 or more)")
+    refused = []
     for sample, specs, batched, size in signatures.values():
         traced = tf.function(run.fn, input_signature=specs, autograph=False)
+        try:
+            traced.get_concrete_function()
+        except Exception as error:
+            raise _Verdict("failed", f"{sample}: fn cannot be traced for an unknown batch "
+                           f"dimension ({', '.join(_shape(s.shape) for s in specs)}): "
+                           f"{_told(error)}. A tf.function that calls it traces again for "
+                           "every batch size") from error
         for rows in (np.arange(batch) % size for batch in (size, size + 1, 2 * size + 1)):
             try:
                 traced(*sample.tensors([a[rows] if b else a
                                         for a, b in zip(sample.arrays, batched)]))
-            except Exception as error:
-                raise _Verdict("failed", f"{sample}: fn cannot be traced for an unknown batch "
-                               f"dimension ({', '.join(_shape(s.shape) for s in specs)}): "
-                               f"{_told(error)}. A tf.function that calls it traces again for "
-                               "every batch size") from error
+            except tf.errors.OpError as error:  # inputs tied otherwise than by their first axis
+                refused.append(f"a batch of {len(rows)} made from {sample}: {_told(error)}")
         if (traces := traced.experimental_get_tracing_count()) != 1:
             raise _Verdict("failed", f"{sample}: {traces} traces for one signature")
-    return f"one trace served batch sizes n, n+1 and 2n+1, for each of {len(signatures)} signatures"
+    note = f" (fn refused {_listed(refused, 1)})" if refused else ""
+    return f"one trace serves batch sizes n, n+1 and 2n+1, for each of {len(signatures)} " \
+           f"signatures{note}"
 
 
 def _check_pure(run: _Run) -> str:
     problems = []
     for sample in run.usable():
         for how, call in (("eagerly", run.call), ("in tf.function", lambda t: run.function(*t))):
-            call(inputs := sample.tensors())
+            run.guarded(sample, call, inputs := sample.tensors())
             problems += [f"{sample}: called {how}, fn changed its input {i} ({text}): a kernel "
                          "must never write into an input" for i, (before, after)
                          in enumerate(zip(sample.tensors(), inputs))
                          if (text := _difference(before, after))]
-    stateful = [op for op in run.op_types
-                if getattr(_compat.registered_op_def(op), "is_stateful", False)]
-    if not stateful and (random := [s for s in run.usable() if not run.deterministic(s)]):
-        problems.append(f"{', '.join(run.op_types)} is declared stateless, yet two calls on "
-                        f"{random[0]} gave other outputs: Grappler may fold it into a constant or "
-                        "merge two calls. Declare it SetIsStateful(), or make it deterministic")
+    # Only stateful ops that make values may make them vary (not Assert, which makes none).
+    stateful = [op for op in run.op_types if (op_def := _compat.registered_op_def(op))
+                and op_def.is_stateful and op_def.output_arg]
+    if random := [s for s in run.usable() if not run.deterministic(s)]:
+        if not stateful:
+            problems.append(f"{', '.join(run.op_types)} is declared stateless, yet two calls on "
+                            f"{random[0]} gave other outputs: Grappler may fold it into a "
+                            "constant or merge two calls. Declare it SetIsStateful(), or make it "
+                            "deterministic")
     if problems:
         raise _Verdict("failed", _listed(problems))
-    if stateful:
-        return f"inputs unchanged; {', '.join(stateful)} is stateful: outputs may vary"
+    if random:
+        return f"inputs unchanged; outputs vary, as stateful {', '.join(stateful)} may make them"
     return "inputs unchanged, and the same outputs for the same inputs"
 
 
@@ -547,6 +575,8 @@ for sample in sorted((directory / "inputs").iterdir()):
     protos = (TensorProto.FromString(path.read_bytes()) for path in sorted(sample.iterdir()))
     inputs = [tf.constant(tf.make_ndarray(proto), proto.dtype) for proto in protos]
     for i, output in enumerate(tf.nest.flatten(model.call(*inputs), expand_composites=True)):
+        if output.dtype in (tf.variant, tf.resource):  # values that only have a shape to compare
+            output = tf.zeros(output.shape, tf.bool)
         path = directory / "outputs" / sample.name / f"{i:04d}"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(tf.make_tensor_proto(output.numpy(), output.dtype).SerializeToString())
@@ -562,7 +592,7 @@ def _fresh_process(directory: str, library: str) -> str:
     except subprocess.TimeoutExpired:
         return f"TimeoutError: it did not finish in {FRESH_PROCESS_TIMEOUT_S} s"
     lines = ran.stderr.splitlines()
-    told = [line for line in lines if re.match(r"\w*(Error|Exception)\b", line)] or lines
+    told = [line for line in lines if re.match(r"[\w.]*(Error|Exception)\b", line)] or lines
     if not ran.returncode:
         return ""
     found = [m.group(0) for pattern in TOLD if (m := re.search(pattern, "".join(told[-1:])))]
@@ -580,6 +610,11 @@ def _check_saved_model(run: _Run) -> str:
     with tempfile.TemporaryDirectory(prefix="opcheck-") as directory:
         module = tf.Module()
         module.call = tf.function(run.fn, autograph=False)
+        # What fn uses that the model must save too (a tokenizer's tables): its object, if it is a
+        # method, and what it closes over.
+        held = [getattr(run.fn, "__self__", None),
+                *(cell.cell_contents for cell in getattr(run.fn, "__closure__", None) or ())]
+        module.held = [thing for thing in held if isinstance(thing, _compat.Trackable)]
         for sample in samples:
             module.call.get_concrete_function(*sample.tensors())
             for i, (array, dtype) in enumerate(zip(sample.arrays, sample.dtypes)):
