@@ -536,12 +536,11 @@ def _check_pure(run: _Run) -> str:
     # Only stateful ops that make values may make them vary (not Assert, which makes none).
     stateful = [op for op in run.op_types if (op_def := _compat.registered_op_def(op))
                 and op_def.is_stateful and op_def.output_arg]
-    if random := [s for s in run.usable() if not run.deterministic(s)]:
-        if not stateful:
-            problems.append(f"{', '.join(run.op_types)} is declared stateless, yet two calls on "
-                            f"{random[0]} gave other outputs: Grappler may fold it into a "
-                            "constant or merge two calls. Declare it SetIsStateful(), or make it "
-                            "deterministic")
+    random = [s for s in run.usable() if not run.deterministic(s)]
+    if random and not stateful:
+        problems.append(f"{', '.join(run.op_types)} is declared stateless, yet two calls on "
+                        f"{random[0]} gave other outputs: Grappler may fold it into a constant or "
+                        "merge two calls. Declare it SetIsStateful(), or make it deterministic")
     if problems:
         raise _Verdict("failed", _listed(problems))
     if random:
