@@ -478,9 +478,10 @@ def _check_vmap(run: _Run) -> str:
         try:
             vectorized = run.vectorized(*sample.tensors([np.stack(c) for c in zip(*examples)]))
         except Exception as error:
+            advice = ". Register a pfor converter (tensorflow.python.ops.parallel_for.pfor." \
+                     "RegisterPFor)" if "No pfor vectorization" in str(error) else ""
             raise _Verdict("failed", f"{sample}: tf.vectorized_map fails without its while_loop "
-                           f"fallback: {_told(error)}. Register a pfor converter "
-                           "(tensorflow.python.ops.parallel_for.pfor.RegisterPFor)") from error
+                           f"fallback: {_told(error)}{advice}") from error
         for k, example in enumerate(examples):
             one = _flat(tf.nest.map_structure(lambda t, k=k: _row(t, k), vectorized))
             loop = run.guarded(sample, run.call, sample.tensors(example))
@@ -590,12 +591,14 @@ def _fresh_process(directory: str, library: str) -> str:
                              capture_output=True, text=True, timeout=FRESH_PROCESS_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return f"TimeoutError: it did not finish in {FRESH_PROCESS_TIMEOUT_S} s"
-    lines = ran.stderr.splitlines()
-    told = [line for line in lines if re.match(r"[\w.]*(Error|Exception)\b", line)] or lines
     if not ran.returncode:
         return ""
-    found = [m.group(0) for pattern in TOLD if (m := re.search(pattern, "".join(told[-1:])))]
-    return (found or told[-1:] or [f"exit status {ran.returncode}"])[0][:300]
+    # The last exception's lines: its type and message, which may go on below it.
+    lines = ran.stderr.splitlines()
+    last = [i for i, line in enumerate(lines) if re.match(r"[\w.]*(Error|Exception)\b", line)]
+    text = re.sub(MARKS, "", " ".join(line.strip() for line in lines[last[-1] if last else -1:]))
+    found = [m.group(0) for pattern in TOLD if (m := re.search(pattern, text))]
+    return (found or [text or f"exit status {ran.returncode}"])[0][:300]
 
 
 def _tensors_in(folder: Path) -> list[tf.Tensor]:
