@@ -6,9 +6,10 @@
 
 Each check runs the op on the author's own samples and holds it to what TensorFlow's built-in
 ops guarantee (docs/opcheck.md: what each check means, and what to do when it fails). A broken op
-never makes opcheck raise: whatever goes wrong in a check is that check's ``failed``. A sample
-whose failure one check reports (no kernel for it, a shape function that refuses or lies) is left
-out of the checks it would break too, so that each defect fails one check.
+never makes opcheck raise: whatever goes wrong in a check is that check's ``failed`` (a kernel that
+crashes the process ends it, as it ends any). A sample whose failure one check reports (no kernel
+for it, a shape function that refuses or lies) is left out of the checks it would break too, so
+that each defect fails one check.
 """
 
 from __future__ import annotations
