@@ -328,7 +328,7 @@ _PREVIOUS_WHEEL = "previous-wheel"
 def _wheel_fingerprint(requested_flags: dict[str, Any]) -> str:
     """A hash of every file a wheel is made from and of the flags the user asked for
     (``_requested_flags``), so that an unchanged checkout built the same way is not compiled
-    again (``pip install .`` then ``pip install ".[test]"``)."""
+    again (``pip install .`` then ``pip install ".[test,examples]"``)."""
     with open(SOURCE_DIR / "pyproject.toml", "rb") as file:
         packages = _toml_load(file)["tool"]["scikit-build"]["wheel"]["packages"]
     digest = hashlib.sha256(json.dumps(requested_flags, sort_keys=True).encode() + b"\0")
