@@ -33,9 +33,12 @@ __all__ = ["tf", "tf_stopgrad"]
 # logging stand-ins put first on PATH while a test without `compiler` runs.
 
 # What libraries start once per machine or process is started before any test: matplotlib's
-# font cache runs fc-list, and platform.processor() runs uname -p where /proc has no CPU name.
-# (Whatever matplotlib's import says or raises, its own tests say again.)
+# font cache runs fc-list, platform.processor() runs uname -p where /proc has no CPU name, and
+# numpy 1.26's numpy.testing runs lscpu. (Whatever matplotlib's import says or raises, its own
+# tests say again.)
 platform.processor()
+import numpy.testing  # noqa: E402, F401
+
 with contextlib.suppress(Exception), warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import matplotlib.font_manager  # noqa: F401

@@ -88,10 +88,16 @@ def test_a_missed_absolute_target_is_reported_with_what_was_measured():
 
 
 @pytest.mark.slow
-def test_command_line_prints_the_table_and_writes_the_chart_and_the_page(tmp_path, capsys):
+def test_command_line_prints_the_table_and_writes_the_chart_and_the_page(
+    quick_run, tmp_path, capsys, monkeypatch
+):
+    # The quick run's rows stand for a second run: the options must reach bench.run as given.
+    asked = []
+    monkeypatch.setattr(bench, "run", lambda *args: asked.append(args) or quick_run[0])
     chart, page = tmp_path / "ratios.png", tmp_path / "benchmarks.md"
     argv = ["--quick", "--rounds", "1", "--plot", str(chart), "--markdown", str(page)]
     assert bench.main(argv) == 0
+    assert [(quick, rounds, wheel) for quick, _, rounds, wheel, _ in asked] == [(True, 1, None)]
     header = "| case | ours | reference | ratio ours/ref | target | met? |"
     output = capsys.readouterr().out
     assert header in output

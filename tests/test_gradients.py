@@ -208,7 +208,8 @@ def test_prevent_gradient_error_names_the_op_and_node_in_graphs():
 
 
 def test_prevent_gradient_without_message_still_explains():
-    with pytest.raises(LookupError, match="explicitly disabled.*TfStopgrad>PreventGradient"):
+    expected = f"{BUILTIN_WORDING}(none given) (op {tf_stopgrad.PREVENT_GRADIENT_OP})"
+    with pytest.raises(LookupError, match=f"^{re.escape(expected)}$"):
         eager_tape_gradient(tf_stopgrad.prevent_gradient)
 
 

@@ -25,8 +25,6 @@ import tf_stopgrad
 from tf_stopgrad._cmake_package import cmake_dir
 from tf_stopgrad.testing import CHECKS, OpcheckResults, assert_opcheck, opcheck
 
-pytestmark = pytest.mark.slow  # the saved_model check starts a process
-
 RNG = np.random.default_rng(7)
 FLOAT_SAMPLES = [(RNG.standard_normal([2, 3]).astype(np.float32),),
                  (RNG.standard_normal([4]).astype(np.float64),),
@@ -91,6 +89,7 @@ def broken_ops(tmp_path_factory):
     return library, path
 
 
+@pytest.mark.slow
 @pytest.mark.core
 @pytest.mark.compiler
 @pytest.mark.parametrize("name", sorted(BROKEN))
@@ -102,6 +101,7 @@ def test_an_op_built_wrong_fails_its_check_and_no_other(broken_ops, name):
     assert SAYS[name] in results[BROKEN[name]].reason
 
 
+@pytest.mark.slow
 @pytest.mark.core
 @pytest.mark.compiler
 def test_the_same_op_built_right_fails_no_check(broken_ops):
@@ -132,16 +132,29 @@ def checked(op_name: str, side: int) -> OpcheckResults:
     return opcheck(OP_PAIRS[op_name][side], PLUGIN_SAMPLES, library=None if side else "tf_stopgrad")
 
 
+# Every check but saved_model starts no process: the emulated aarch64 and ASan lanes run these.
+IN_PROCESS = [name for name in CHECKS if name != "saved_model"]
+
+
 @pytest.mark.core
 @pytest.mark.parametrize("op_name", sorted(OP_PAIRS))
-def test_the_plugins_ops_fail_no_check(op_name):
-    results = checked(op_name, 0)
-
-    results.raise_on_failure()
-    assert results["saved_model"].reason.endswith(
-        f"without it, it cannot load: TensorFlow alone registers no {OP_TYPES[op_name]}")
+def test_the_plugins_ops_fail_no_check_in_process(op_name):
+    assert_opcheck(OP_PAIRS[op_name][0], PLUGIN_SAMPLES, checks=IN_PROCESS)
 
 
+@pytest.mark.slow
+@pytest.mark.core
+@pytest.mark.parametrize("op_name", sorted(OP_PAIRS))
+def test_the_plugins_saved_models_load_with_it_in_a_fresh_process_and_only_with_it(op_name):
+    results = assert_opcheck(OP_PAIRS[op_name][0], PLUGIN_SAMPLES, checks=["saved_model"],
+                             library="tf_stopgrad")
+
+    assert results["saved_model"].reason == (
+        "a fresh process that loads tf_stopgrad gives the same outputs; without it, it cannot "
+        f"load: TensorFlow alone registers no {OP_TYPES[op_name]}")
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("op_name", sorted(OP_PAIRS))
 def test_the_plugins_ops_get_the_builtins_verdicts(op_name):
     ours, builtin = checked(op_name, 0), checked(op_name, 1)
@@ -157,6 +170,7 @@ def test_the_plugins_ops_get_the_builtins_verdicts(op_name):
 # --- TensorFlow's own ops ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fn", "samples"),
     [(tf.identity, NUMBER_SAMPLES), (tf.stop_gradient, NUMBER_SAMPLES),
@@ -170,6 +184,7 @@ def test_tensorflows_own_ops_fail_no_check(fn, samples):
     assert "loads only TensorFlow" in results["saved_model"].reason
 
 
+@pytest.mark.slow
 def test_tensorflows_prevent_gradient_fails_only_vmap_and_says_why():
     results = opcheck(functools.partial(builtin_prevent_gradient, message="m"), FLOAT_SAMPLES)
 
@@ -179,6 +194,7 @@ def test_tensorflows_prevent_gradient_fails_only_vmap_and_says_why():
         "b'm')" in results["gradient"].reason  # fmt: skip
 
 
+@pytest.mark.slow
 def test_checks_that_cannot_apply_are_skipped_with_the_reason():
     results = opcheck(tf.math.logical_not, [(np.array([True, False]),), (np.bool_(True),)])
 
@@ -187,6 +203,7 @@ def test_checks_that_cannot_apply_are_skipped_with_the_reason():
     assert not results.failures(), str(results)
 
 
+@pytest.mark.slow
 def test_strings_are_checked_without_xla_which_has_no_string_type():
     results = assert_opcheck(tf.identity, [(np.array([b"a", b"bc"], object),)])
 
@@ -214,6 +231,7 @@ def test_a_tolerance_admits_rounding_that_bit_for_bit_refuses():
 # --- a broken op never makes opcheck raise; raise_on_failure lists every failure ----------
 
 
+@pytest.mark.slow
 def test_an_op_that_raises_when_it_runs_fails_the_checks_that_run_it_and_opcheck_does_not_raise():
     nan = (np.array([1.0, np.nan], np.float32),)
     results = opcheck(lambda x: tf.debugging.check_numerics(x, "found a NaN"), [nan])
@@ -233,6 +251,7 @@ def test_an_op_that_raises_when_it_runs_fails_the_checks_that_run_it_and_opcheck
     assert raised.value.args[0].count("\n  ") == 6
 
 
+@pytest.mark.slow
 def test_an_op_that_cannot_be_built_fails_registered_and_the_others_leave_it_out():
     def broken(x):
         raise RuntimeError("kernel exploded")
@@ -245,6 +264,7 @@ def test_an_op_that_cannot_be_built_fails_registered_and_the_others_leave_it_out
         "skipped: fn builds and runs its ops on no sample (see registered)"}
 
 
+@pytest.mark.slow
 def test_assert_opcheck_raises_with_the_failures():
     with pytest.raises(AssertionError, match=r"1 of 8 checks failed\n  vmap: failed: .*No pfor"):
         assert_opcheck(functools.partial(builtin_prevent_gradient, message="m"), FLOAT_SAMPLES[:1])
@@ -281,10 +301,3 @@ X = np.ones([2], np.float32)
 def test_bad_arguments_are_refused_before_any_check_runs(fn, samples, options, error, message):
     with pytest.raises(error, match=re.escape(message) if "\\" not in message else message):
         opcheck(fn, samples, **options)
-
-
-def test_the_library_may_be_a_module_to_import():
-    results = opcheck(tf_stopgrad.stop_gradient, FLOAT_SAMPLES[:1], library="tf_stopgrad",
-                      checks=["saved_model"])  # fmt: skip
-
-    assert results["saved_model"].reason.startswith("a fresh process that loads tf_stopgrad gives")
