@@ -16,12 +16,13 @@ impl = pluggy.HookimplMarker("tox")
 
 
 def lanes() -> tuple[dict[str, str | None], dict[str, str | None]]:
-    """The default run's lanes, longest first (but java, which release waits for), and the
-    named-only."""
+    """The default run's lanes, in the order they start: those that need no wheels (lint,
+    source, asan) beside the wheels lane, then the longest first, as measured (java before the
+    minors: release waits for it); and the named-only."""
     oldest, *middle, newest = (minor for _, minor in supported_tensorflow.minors())
     default = {"wheels": None, "lint": None, "source": None, "asan": None,
-               f"tf2.{newest}-aarch64": "emulated", f"tf2.{oldest}": "oldest",
-               f"tf2.{oldest}-bullseye": "debian", f"tf2.{newest}-trixie": "debian", "java": None,
+               f"tf2.{newest}-trixie": "debian", f"tf2.{newest}-aarch64": "emulated",
+               f"tf2.{oldest}-bullseye": "debian", f"tf2.{oldest}": "oldest", "java": None,
                **{f"tf2.{minor}": "minor" for minor in middle}, "release": None}
     named = {f"tf2.{newest}": "minor", "nightly": None,
              **{f"tf2.{minor}-aarch64": "emulated" for minor in (oldest, *middle)},
