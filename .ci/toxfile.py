@@ -16,8 +16,8 @@ impl = pluggy.HookimplMarker("tox")
 
 
 def lanes() -> tuple[dict[str, str | None], dict[str, str | None]]:
-    """The default run's lanes, in the order they start: wheels, then lint, source and asan,
-    which need no wheels, then the others longest first, as measured (but java before the
+    """The default run's lanes, in the order they start: wheels, lint, source and asan (which
+    need no wheels), then the others longest first, as measured (but java before the
     minors: release waits for it); and the named-only."""
     oldest, *middle, newest = (minor for _, minor in supported_tensorflow.minors())
     default = {"wheels": None, "lint": None, "source": None, "asan": None,
