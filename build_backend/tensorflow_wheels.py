@@ -4,7 +4,9 @@ For each minor release and machine architecture (``x86_64``, ``aarch64``), ``pip
 fetches the newest patch release's wheel for that architecture (with SOURCE_DATE_EPOCH, the
 newest uploaded before that time; a release already in the cache is taken as it is), and only
 the headers and the two libraries an op library links are unpacked, into a cache directory that
-later builds reuse (pip keeps no copy of the wheel: the unpacked release is the cache):
+later builds reuse (pip keeps no copy of the wheel: the unpacked release is the cache). A
+build for several releases fetches a few at once: side by side, downloads take a fraction of
+the time they take one after another.
 
     $TF_STOPGRAD_CACHE, or $XDG_CACHE_HOME/tf_stopgrad, or ~/.cache/tf_stopgrad
         tensorflow-2.N.P-aarch64/  include/  libtensorflow_framework.so.2  libtensorflow_cc.so.2
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -38,6 +41,8 @@ _COMPLETE = ".complete"
 # The newest glibc whose manylinux tag a download for another architecture accepts; pip does
 # not widen an explicit --platform to older glibc versions, so each one is named.
 _NEWEST_GLIBC_MINOR = 40
+# Each a wheel of over half a gigabyte in the temporary directory while it is unpacked.
+_FETCHES_AT_ONCE = 4
 
 
 def host_architecture() -> str:
@@ -50,6 +55,12 @@ def cache_dir() -> Path:
         return Path(os.environ[CACHE_VARIABLE])
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "tf_stopgrad"
+
+
+def unpacked_releases(minors: list[tuple[int, int]], architecture: str) -> list[tuple[Path, str]]:
+    """unpacked_release() of each of ``minors``, in their order, fetched a few at once."""
+    with ThreadPoolExecutor(_FETCHES_AT_ONCE) as pool:
+        return list(pool.map(lambda minor: unpacked_release(*minor, architecture), minors))
 
 
 def unpacked_release(major: int, minor: int, architecture: str) -> tuple[Path, str]:

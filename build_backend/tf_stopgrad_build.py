@@ -112,12 +112,8 @@ class _Plan:
         if self.installed_python is not None:
             version, package_dir = _installed_tensorflow(self.installed_python)
             return [tensorflow_config.describe_unpacked(Path(package_dir), version)]
-        return [
-            tensorflow_config.describe_unpacked(
-                *tensorflow_wheels.unpacked_release(*minor, self.architecture)
-            )
-            for minor in self.minors
-        ]
+        releases = tensorflow_wheels.unpacked_releases(self.minors, self.architecture)
+        return [tensorflow_config.describe_unpacked(*release) for release in releases]
 
 
 @functools.cache
