@@ -27,6 +27,9 @@ pytestmark = [pytest.mark.core, pytest.mark.slow]
 WORKER = str(Path(__file__).resolve().parent / "workers" / "load_and_use.py")
 INSTALLED_PACKAGE = Path(tf_stopgrad.__file__).resolve().parent
 LIBRARY = Path(tf_stopgrad.library_path()).name
+# Where the op libraries and the build record are: beside the Python files, but for an editable
+# install, whose Python files stay in the checkout.
+INSTALLED_LIBRARIES = Path(tf_stopgrad.library_path()).resolve().parent
 TIMEOUT = 900
 REINSTALL = re.escape("pip install --force-reinstall --no-deps --no-cache-dir")
 
@@ -147,9 +150,11 @@ def damaged_copies(tmp_path_factory):
     for name, (damage, _) in DAMAGES.items():
         site = tmp_path_factory.mktemp("site")
         package = site / "tf_stopgrad"
-        shutil.copytree(INSTALLED_PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+        for installed in dict.fromkeys([INSTALLED_PACKAGE, INSTALLED_LIBRARIES]):
+            shutil.copytree(installed, package, ignore=shutil.ignore_patterns("__pycache__"),
+                            dirs_exist_ok=True)  # fmt: skip
         damage(package)
-        processes[name] = (package, start_python([WORKER, "once"], cwd=site, PYTHONPATH=str(site)))
+        processes[name] = (package, start_python([WORKER, "copy"], cwd=site, PYTHONPATH=str(site)))
     return {
         name: (package, finish(process, TIMEOUT)) for name, (package, process) in processes.items()
     }

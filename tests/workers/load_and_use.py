@@ -4,6 +4,8 @@ still works like the built-in.
 Usage:
   load_and_use.py once    import whichever tf_stopgrad sys.path finds; print one JSON object:
                           where it was found, and the ImportError message or the checks
+  load_and_use.py copy    once, for a copy on PYTHONPATH, ahead of an editable install's import
+                          hook (which comes before sys.path)
   load_and_use.py reload  import, then apply each of RELOAD_ACTIONS in turn; after each, print
                           the checks, run with the current module and with the first import
 """
@@ -92,6 +94,12 @@ def once():
     emit(origin=origin, file=tf_stopgrad.__file__, checks=checks(tf_stopgrad))
 
 
+def copy():
+    sys.meta_path[:] = [finder for finder in sys.meta_path
+                        if "editable" not in type(finder).__module__]  # fmt: skip
+    once()
+
+
 def reload():
     import tf_stopgrad as first_import
 
@@ -105,4 +113,4 @@ def reload():
 
 
 if __name__ == "__main__":
-    {"once": once, "reload": reload}[sys.argv[1]]()
+    {"once": once, "copy": copy, "reload": reload}[sys.argv[1]]()
