@@ -20,6 +20,7 @@ Delete a release's directory to fetch it again (say, for a new patch release).
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
@@ -33,6 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import staging
+import supported_tensorflow
 from packaging.requirements import Requirement
 from tensorflow_config import CC_LIBRARY, FRAMEWORK_LIBRARY
 
@@ -156,14 +158,40 @@ def can_download() -> bool:
     return subprocess.run([*_PIP, "--version"], capture_output=True).returncode == 0
 
 
+def _dated() -> list[str]:
+    """With SOURCE_DATE_EPOCH, a build takes the releases that were out then, whenever it runs."""
+    if not os.environ.get("SOURCE_DATE_EPOCH"):
+        return []
+    uploaded_before = datetime.fromtimestamp(int(os.environ["SOURCE_DATE_EPOCH"]), timezone.utc)
+    return ["--uploaded-prior-to", uploaded_before.isoformat()]
+
+
+def installable_minor(python_version: str) -> tuple[int, int]:
+    """The supported minor release that pip installs for Python ``python_version`` here: the
+    newest with a wheel for that interpreter. Where pip cannot say (offline, or a pip without
+    --dry-run), the newest supported."""
+    with tempfile.TemporaryDirectory(prefix="tf_stopgrad-resolve-") as scratch:
+        report = Path(scratch) / "report.json"
+        result = subprocess.run(
+            [*_PIP, "install", "--dry-run", "--quiet", "--no-deps", "--ignore-installed",
+             "--only-binary=:all:", "--disable-pip-version-check", "--python-version",
+             python_version, "--target", scratch, "--report", str(report), *_dated(),
+             supported_tensorflow.requirement()], capture_output=True, text=True,
+        )  # fmt: skip
+        if result.returncode == 0:
+            version = json.loads(report.read_text())["install"][0]["metadata"]["version"]
+            return _version_key(version)[:2]
+    newest = supported_tensorflow.minors()[-1]
+    print(f"tf_stopgrad: pip cannot say which TensorFlow it installs for Python {python_version} "
+          f"({(result.stderr.strip().splitlines() or ['no error'])[-1]}); building for "
+          f"{newest[0]}.{newest[1]}", file=sys.stderr)  # fmt: skip
+    return newest
+
+
 def _download(requirement: str, architecture: str, into: Path) -> Path:
     command = [*_PIP, "download", "--no-deps", "--quiet", "--no-cache-dir",
                "--only-binary=:all:", "--disable-pip-version-check", "--dest", str(into),
-               *_platform_options(architecture), requirement]  # fmt: skip
-    # A build dated by SOURCE_DATE_EPOCH takes the releases that were out then, whenever it runs.
-    if os.environ.get("SOURCE_DATE_EPOCH"):
-        uploaded_before = datetime.fromtimestamp(int(os.environ["SOURCE_DATE_EPOCH"]), timezone.utc)
-        command[-1:-1] = ["--uploaded-prior-to", uploaded_before.isoformat()]
+               *_platform_options(architecture), *_dated(), requirement]  # fmt: skip
     print(f"tf_stopgrad: fetching {requirement} for {architecture} (headers and libraries only)",
           file=sys.stderr)  # fmt: skip
     before = set(into.glob("*.whl"))

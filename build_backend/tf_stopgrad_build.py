@@ -2,7 +2,8 @@
 
 ``pip install .`` builds one op library, for the TensorFlow of the environment being installed
 into (the installing interpreter says which, as pip's isolation hides it); without one there,
-for the newest supported release, unpacked from its wheel. ``pip wheel . -C tensorflow=all
+for the release pip then installs (the newest supported with a wheel for that Python), unpacked
+from its wheel. ``pip wheel . -C tensorflow=all
 [-C arch=aarch64]`` builds one per supported minor, each against that release's wheel, into
 one ``py3-none`` wheel tagged with the manylinux platform ``auditwheel`` measures.
 Both first check that a C++17 compiler works and that the TensorFlow found is supported.
@@ -101,8 +102,8 @@ class _Plan:
         if installed is not None:
             _check_supported(installed[0])
             self.installed_python = target
-        elif tensorflow_wheels.can_download():  # the newest release, unpacked from its wheel
-            self.minors = supported_tensorflow.minors()[-1:]
+        elif tensorflow_wheels.can_download():  # the release pip installs next, from its wheel
+            self.minors = [tensorflow_wheels.installable_minor(_python_version(target))]
             self.installed_python = None
         else:  # without pip, the front end installs it into the build environment
             self.installed_python = (sys.executable,)
@@ -224,6 +225,11 @@ def _installed_tensorflow(python: tuple[str, ...]) -> tuple[str, str] | None:
     except (OSError, subprocess.CalledProcessError):
         return None
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _python_version(python: tuple[str, ...]) -> str:
+    probe = [*python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]
+    return subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip()
 
 
 def _target_python() -> tuple[str, ...]:

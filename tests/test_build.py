@@ -193,22 +193,40 @@ def test_no_header_outside_include_external_includes_one_inside_it():
     assert including == []
 
 
+# TensorFlow 2.20 is the last release with wheels for Python 3.9; 2.21, the first for 3.13 alone.
+RELEASE_PIP_INSTALLS = {"3.9": (2, 20), "3.13": supported_tensorflow.minors()[-1]}
+
+
+@pytest.mark.parametrize("python_version", sorted(RELEASE_PIP_INSTALLS))
 @pytest.mark.parametrize("front_end_has_pip", [True, False], ids=["pip", "uv"])
 @pytest.mark.slow
 @pytest.mark.compiler
-def test_without_tensorflow_a_source_build_takes_the_newest_release(front_end_has_pip, monkeypatch):
+def test_without_tensorflow_a_source_build_takes_the_release_pip_installs_for_its_python(
+    front_end_has_pip, python_version, monkeypatch
+):
     import tf_stopgrad_build
 
     monkeypatch.setattr(tf_stopgrad_build, "_installed_tensorflow", lambda python: None)
+    monkeypatch.setattr(tf_stopgrad_build, "_python_version", lambda python: python_version)
     monkeypatch.setattr(tensorflow_wheels, "can_download", lambda: front_end_has_pip)
 
     plan = tf_stopgrad_build._Plan({})
 
     if front_end_has_pip:  # from its wheel, unpacked, as the prebuilt wheel's build does
-        assert plan.minors == supported_tensorflow.minors()[-1:]
+        assert plan.minors == [RELEASE_PIP_INSTALLS[python_version]]
         assert plan.requirements == []
-    else:  # installed into the build environment by the front end
+    else:  # installed into the build environment by the front end, which picks it
         assert plan.requirements == [supported_tensorflow.requirement()]
+
+
+@pytest.mark.slow
+def test_where_pip_cannot_say_which_release_it_installs_the_build_takes_the_newest(
+    monkeypatch, capsys
+):
+    monkeypatch.setattr(tensorflow_wheels, "_PIP", [sys.executable, "-m", "no_such_pip"])
+
+    assert tensorflow_wheels.installable_minor("3.9") == supported_tensorflow.minors()[-1]
+    assert "pip cannot say which TensorFlow it installs for Python 3.9" in capsys.readouterr().err
 
 
 def build_directory(monkeypatch, release: dict, skbuild_settings: dict | None = None) -> Path:
