@@ -200,3 +200,26 @@ def test_gradients_traced_inside_functions_are_unaffected():
 
     x = tf.constant([1.0, -2.0, 3.0])
     np.testing.assert_array_equal(gradient(x).numpy(), (x * x).numpy())
+
+
+# --- Where the graph pass does not reach: TensorFlow's Python, which special-cases the built-in
+# by its op type's name (the README's limits, parity.md's last rows).
+
+
+def test_get_static_value_sees_through_the_builtin_only():
+    with tf.Graph().as_default():
+        constant = tf.constant([1.0, 2.0])
+        builtin, ours = tf.stop_gradient(constant), tf_stopgrad.stop_gradient(constant)
+        np.testing.assert_array_equal(tf.get_static_value(builtin), [1.0, 2.0])
+        assert tf.get_static_value(ours) is None
+
+
+def test_remove_training_nodes_removes_the_builtin_and_keeps_ours():
+    with tf.Graph().as_default() as graph:
+        constant = tf.constant([1.0, 2.0])
+        tf.stop_gradient(constant, name="builtin")
+        tf_stopgrad.stop_gradient(constant, name="ours")
+    kept = tf.compat.v1.graph_util.remove_training_nodes(graph.as_graph_def())
+    assert {node.name: node.op for node in kept.node if node.name in ("builtin", "ours")} == {
+        "ours": tf_stopgrad.STOP_GRADIENT_OP
+    }
