@@ -152,12 +152,6 @@ def _holding_distribution(shell_wheel: Path, architecture: str) -> str:
 _PIP = [sys.executable, "-E", "-m", "pip"]
 
 
-def can_download() -> bool:
-    """Whether this build's interpreter has pip to fetch wheels with (a build environment that
-    uv made has none)."""
-    return subprocess.run([*_PIP, "--version"], capture_output=True).returncode == 0
-
-
 def _dated() -> list[str]:
     """With SOURCE_DATE_EPOCH, a build takes the releases that were out then, whenever it runs."""
     if not os.environ.get("SOURCE_DATE_EPOCH"):
@@ -166,26 +160,22 @@ def _dated() -> list[str]:
     return ["--uploaded-prior-to", uploaded_before.isoformat()]
 
 
-def installable_minor(python_version: str) -> tuple[int, int]:
+def installable_minor(python_version: str) -> tuple[int, int] | None:
     """The supported minor release that pip installs for Python ``python_version`` here: the
-    newest with a wheel for that interpreter. Where pip cannot say (offline, or a pip without
-    --dry-run), the newest supported."""
+    newest with a wheel for that interpreter. None where this build's pip cannot say: a build
+    environment that uv made has no pip, and an old pip has no --dry-run."""
     with tempfile.TemporaryDirectory(prefix="tf_stopgrad-resolve-") as scratch:
         report = Path(scratch) / "report.json"
         result = subprocess.run(
             [*_PIP, "install", "--dry-run", "--quiet", "--no-deps", "--ignore-installed",
              "--only-binary=:all:", "--disable-pip-version-check", "--python-version",
              python_version, "--target", scratch, "--report", str(report), *_dated(),
-             supported_tensorflow.requirement()], capture_output=True, text=True,
+             supported_tensorflow.requirement()], capture_output=True,
         )  # fmt: skip
-        if result.returncode == 0:
-            version = json.loads(report.read_text())["install"][0]["metadata"]["version"]
-            return _version_key(version)[:2]
-    newest = supported_tensorflow.minors()[-1]
-    print(f"tf_stopgrad: pip cannot say which TensorFlow it installs for Python {python_version} "
-          f"({(result.stderr.strip().splitlines() or ['no error'])[-1]}); building for "
-          f"{newest[0]}.{newest[1]}", file=sys.stderr)  # fmt: skip
-    return newest
+        if result.returncode != 0:
+            return None
+        version = json.loads(report.read_text())["install"][0]["metadata"]["version"]
+        return _version_key(version)[:2]
 
 
 def _download(requirement: str, architecture: str, into: Path) -> Path:

@@ -99,13 +99,15 @@ class _Plan:
         self.requirements = []
         target = _target_python()
         installed = _installed_tensorflow(target)
+        python_version = _python_version(target)
+        installable = None if installed else tensorflow_wheels.installable_minor(python_version)
         if installed is not None:
             _check_supported(installed[0])
             self.installed_python = target
-        elif tensorflow_wheels.can_download():  # the release pip installs next, from its wheel
-            self.minors = [tensorflow_wheels.installable_minor(_python_version(target))]
+        elif installable is not None:  # the release pip installs next, unpacked from its wheel
+            self.minors = [installable]
             self.installed_python = None
-        else:  # without pip, the front end installs it into the build environment
+        else:  # the front end installs it into the build environment, for this Python
             self.installed_python = (sys.executable,)
             self.requirements = [supported_tensorflow.requirement()]
 
