@@ -8,7 +8,6 @@ they know of tf_stopgrad they must get at run time (``TF_LoadLibrary``) or not a
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import tensorflow as tf
 C_SOURCES = Path(__file__).resolve().parent / "c"
 COMPILE_TIMEOUT_S = 120
 
-needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc on PATH")
+needs_gcc = pytest.mark.needs("gcc")
 
 
 def build_c_program(name: str, output_dir: Path) -> Path:

@@ -1,6 +1,6 @@
 """Shared test setup: run against the installed tf_stopgrad (an editable install included);
-check that each test keeps the promises of its markers, and that no file named on the command
-line is left without a test."""
+check that each test keeps the promises of its markers, skip (or under CI fail) a test whose
+tools are missing, and that no file named on the command line is left without a test."""
 
 import contextlib
 import os
@@ -90,6 +90,23 @@ def pytest_runtest_makereport(item, call):
     if broken:
         report.outcome = "failed"
         report.longrepr = f"{item.nodeid} {'; '.join(broken)} (pyproject.toml's markers)"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A test marked needs(TOOL, ...) skips where a TOOL is not on PATH, saying which: a
+    contributor may lack one. Under CI (CI set, as GitHub sets it) it fails instead: CI's lanes
+    install what their tests run, and a skip there would hide the tests it leaves out."""
+    tools = {tool for marker in item.iter_markers("needs") for tool in marker.args}
+    real_path = os.environ["PATH"].replace(f"{_stand_ins}{os.pathsep}", "")
+    missing = sorted(tool for tool in tools if shutil.which(tool, path=real_path) is None)
+    if not missing:
+        return
+    message = f"needs {', '.join(missing)}, not found on PATH"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message} (CI is set: CI's lanes have every tool their tests run)",
+                    pytrace=False)  # fmt: skip
+    item.add_marker(pytest.mark.skip(reason=message))  # which pytest's skipping then reads
 
 
 def pytest_collection_finish(session):

@@ -1,8 +1,8 @@
 """Helpers shared by the tests: the checkout's root, running the command, sample data per
 dtype (random bits, and values chosen to catch any conversion), bitwise comparison and buffer
 address on the device (the package's own, which its self-check uses too), the built-in
-PreventGradient as a function, our ops paired with the built-ins, and the mark of the tests that
-need a GPU."""
+PreventGradient as a function, our ops paired with the built-ins, and the marks of the tests that
+need a GPU or CMake."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 needs_gpu = pytest.mark.skipif(
     not tf.config.list_physical_devices("GPU"), reason="no GPU visible to this TensorFlow"
 )
+# CMake's configure step looks for make, its default generator's build program, too.
+needs_cmake = pytest.mark.needs("cmake", "make")
 
 
 def environment_with_tensorflow_logging() -> dict[str, str]:

@@ -4,7 +4,6 @@ with g++ and the flags BUILD_NOTES.md lists, and with CMake against tf_stopgrad'
 package (``find_package(tf_stopgrad CONFIG)``)."""
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from support import needs_cmake
 
 import tf_stopgrad
 
@@ -20,10 +20,7 @@ CMAKE_PROJECT = PROGRAM.parent  # its CMakeLists.txt builds PROGRAM with the CMa
 MESSAGE = "labels are sampled, not learned"  # the message client_api_check.cc passes
 INPUT = [3.0, -1.5, 0.25, 8.0]  # the constant client_api_check.cc builds
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ on PATH"),
-]
+pytestmark = pytest.mark.slow
 
 
 def compile_command(source, output):
@@ -79,11 +76,10 @@ def built_with_cmake(workdir: Path) -> Path:
     return build / "client_api_check"
 
 
-@pytest.fixture(scope="module", params=["g++", "cmake"])
+@pytest.fixture(scope="module", params=[pytest.param("g++", marks=pytest.mark.needs("g++")),
+                                        pytest.param("cmake", marks=needs_cmake)])  # fmt: skip
 def program_output(request, tmp_path_factory):
     """`label: value` lines the compiled program prints, as a dict."""
-    if shutil.which(request.param) is None:
-        pytest.skip(f"needs {request.param} on PATH")
     workdir = tmp_path_factory.mktemp("cpp_client")
     build = built_with_gpp if request.param == "g++" else built_with_cmake
     executable = build(workdir)
@@ -103,11 +99,10 @@ def test_cmake_dir_holds_the_package_and_its_version_file():
 
 
 @pytest.mark.compiler
+@needs_cmake
 def test_cmake_package_asked_with_a_python_without_tf_stopgrad_says_which_python_to_use(
     tmp_path,
 ):
-    if shutil.which("cmake") is None:
-        pytest.skip("needs cmake on PATH")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")],
                    check=True, timeout=120)  # fmt: skip
     other_python = tmp_path / "venv" / "bin" / "python"

@@ -16,6 +16,7 @@ from support import (
     OP_PAIRS,
     REPO_ROOT,
     builtin_prevent_gradient,
+    needs_cmake,
     sample,
     special_tensor,
 )
@@ -92,6 +93,7 @@ def broken_ops(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.core
 @pytest.mark.compiler
+@needs_cmake
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_an_op_built_wrong_fails_its_check_and_no_other(broken_ops, name):
     library, path = broken_ops
@@ -104,6 +106,7 @@ def test_an_op_built_wrong_fails_its_check_and_no_other(broken_ops, name):
 @pytest.mark.slow
 @pytest.mark.core
 @pytest.mark.compiler
+@needs_cmake
 def test_the_same_op_built_right_fails_no_check(broken_ops):
     library, path = broken_ops
     results = assert_opcheck(library.opcheck_correct, FLOAT_SAMPLES, library=path)

@@ -30,6 +30,9 @@ COMPONENT = f"org/tfstopgrad/tf-stopgrad/{VERSION}"
 BASE = f"{COMPONENT}/tf-stopgrad-{VERSION}"
 TOKEN = ("user", "token")
 
+# Every test signs with a throwaway key, or verifies a signature.
+pytestmark = pytest.mark.needs("gpg", "gpgconf")
+
 
 @pytest.fixture(scope="module")
 def signing_key(tmp_path_factory):
