@@ -270,6 +270,64 @@ def test_every_job_has_a_timeout():
             assert calls_workflow or timeout, f"{workflow}: {job} has no timeout-minutes"
 
 
+def steps_piping_without_pipefail(workflow: str) -> list[str]:
+    """The steps of a workflow (its text) whose script pipes (``|`` outside quotes) but that run
+    without ``shell: bash`` (the workflow's, the job's or their own): GitHub runs a step that
+    names no shell with ``bash -e``, where a pipe's status is its last command's, and a failure
+    before it passes. ``shell: bash`` is ``bash -eo pipefail``."""
+    head, _, jobs = workflow.partition("\njobs:\n")
+    bash = r"shell: bash *(#.*)?$"
+    everywhere = re.search(rf"^defaults:\n  run:\n    {bash}", head, re.M)
+    found = []
+    for job, lines in re.findall(r"^  ([\w-]+):\n((?:(?:    .*)?\n)*)", jobs + "\n", re.M):
+        in_job = everywhere or re.search(
+            rf"^    defaults:\n      run:\n        {bash}", lines, re.M
+        )
+        for step in re.split(r"^(?=      - )", lines, flags=re.M):
+            pipefail = in_job or re.search(rf"^        {bash}", step, re.M)
+            for script in run_blocks(step):
+                unquoted = re.sub(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"|\|\|", "", script)
+                if "|" in unquoted and not pipefail:
+                    found.append(f"{job}: {script.strip().splitlines()[0]}")
+    return found
+
+
+def test_every_step_that_pipes_runs_with_pipefail():
+    for workflow in sorted(WORKFLOWS.glob("*.yml")):
+        assert steps_piping_without_pipefail(workflow.read_text()) == [], workflow.name
+
+
+PIPING = """\
+on: push
+jobs:
+  build:
+    runs-on: ubuntu-24.04
+    steps:
+      - run: echo "a | b" 'c | d' || exit 1
+      - name: Build
+        run: |
+          make 2>&1 | tee make.log
+"""
+
+
+def test_the_pipefail_check_finds_a_pipe_without_pipefail_and_only_there():
+    assert steps_piping_without_pipefail(PIPING) == ["build: make 2>&1 | tee make.log"]
+    own = PIPING.replace("        run: |", "        shell: bash\n        run: |")
+    defaults = "    defaults:\n      run:\n        shell: bash\n"
+    jobs = PIPING.replace("    steps:", f"{defaults}    steps:")
+    workflows = PIPING.replace("jobs:", "defaults:\n  run:\n    shell: bash # pipefail\njobs:")
+    assert steps_piping_without_pipefail(own) == []
+    assert steps_piping_without_pipefail(jobs) == []
+    assert steps_piping_without_pipefail(workflows) == []
+    sh = PIPING.replace("        run: |", "        shell: sh\n        run: |")
+    assert steps_piping_without_pipefail(sh) == ["build: make 2>&1 | tee make.log"]
+    # release.yml without its defaults: the upload to Central would pass with Maven failing.
+    release = (WORKFLOWS / "release.yml").read_text()
+    release = re.sub(r"^defaults:\n(?:  .*\n)+", "", release, flags=re.M)
+    unsafe = steps_piping_without_pipefail(release)
+    assert "central-upload: version=${GITHUB_REF_NAME#v}" in unsafe
+
+
 def git(directory: Path, *arguments: str) -> str:
     settings = ["user.name=tests", "user.email=tests@invalid", "init.defaultBranch=main"]
     options = [option for setting in settings for option in ("-c", setting)]
@@ -356,6 +414,21 @@ def test_changelog_names_the_newest_supported_minor():
     major, newest = supported_minors()[-1]
     changelog = (REPO_ROOT / "CHANGELOG.md").read_text()
     assert re.search(rf"\b{major}\.{newest}\b", changelog), f"no line names {major}.{newest}"
+
+
+def test_readme_install_says_whether_a_release_is_out():
+    # Until CHANGELOG.md dates a release, nothing is on PyPI: the README says so and offers no
+    # `pip install tf_stopgrad`; the first release's commit must offer it instead.
+    changelog = (REPO_ROOT / "CHANGELOG.md").read_text()
+    sections = re.findall(r"^## \[[^\]]+\] - (.+)$", changelog, re.M)
+    assert sections, "CHANGELOG.md has no version section"
+    released = any(re.fullmatch(r"\d{4}-\d{2}-\d{2}", date.strip()) for date in sections)
+    readme = (REPO_ROOT / "README.md").read_text()
+    install = re.search(r"^## Install\n(.*?)^## ", readme, re.M | re.S)
+    assert install, "README.md has no Install section"
+    says_unreleased = "No release is tagged yet" in install.group(1)
+    offers_pypi = re.search(r"pip install tf_stopgrad\b", readme) is not None
+    assert (says_unreleased, offers_pypi) == (not released, released)
 
 
 def test_readme_support_marks_are_what_the_lanes_test():
