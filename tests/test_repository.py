@@ -539,3 +539,32 @@ def test_the_link_check_finds_each_broken_link_and_follows_githubs_anchors(tmp_p
         "page.md: #not-a-heading (no such heading in page.md)",
         "page.md: ../GONE.md#x (no such file)",
     ]
+
+
+@pytest.mark.slow
+def test_run_list_prints_the_lanes_and_keeps_the_last_runs_logs_and_cache(tmp_path):
+    """`bash .ci/run --list`, as CI's first job and a contributor run it, on a copy of .ci/run
+    whose python3 makes a tools venv of stand-ins (a tox that knows three lanes; nothing is
+    downloaded): it prints the lanes after wheels, and deletes nothing of the last run."""
+    (tmp_path / ".ci").mkdir()
+    shutil.copy(REPO_ROOT / ".ci" / "run", tmp_path / ".ci" / "run")
+    last_log = tmp_path / "ci-logs" / "results" / "lint"
+    cached = tmp_path / ".ci-venvs" / "uv-cache" / "a-package"
+    for kept in (last_log, cached):
+        kept.parent.mkdir(parents=True)
+        kept.write_text("the last run's")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python3").write_text(
+        '#!/bin/sh\nif [ "$1 $2" = "-m venv" ]; then\n  mkdir -p "$3/bin"\n'
+        '  printf "#!/bin/sh\\n" >"$3/bin/pip"\n'
+        '  printf "#!/bin/sh\\nprintf \'wheels\\\\nlint\\\\nsource\\\\n\'\\n" >"$3/bin/tox"\n'
+        '  chmod +x "$3/bin/pip" "$3/bin/tox"; exit\nfi\n'
+        f'exec "{sys.executable}" "$@"\n')  # fmt: skip
+    (tmp_path / "bin" / "python3").chmod(0o755)
+    environment = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+                   "SOURCE_DATE_EPOCH": "0"}  # fmt: skip
+    ran = subprocess.run(["bash", str(tmp_path / ".ci" / "run"), "--list"], env=environment,
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    assert (ran.returncode, ran.stdout) == (0, '["lint", "source"]\n'), ran.stderr
+    assert last_log.read_text() == cached.read_text() == "the last run's"
