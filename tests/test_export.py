@@ -10,10 +10,10 @@ expected values.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.metadata
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -234,14 +234,12 @@ def keras_tflite_broken() -> str | None:
 
 @pytest.fixture(scope="module")
 def converted(workdir, exported) -> Path:
-    """TFLite and in-memory ONNX conversions, made by tests/workers/convert_models.py."""
+    """TFLite and ONNX conversions, made by tests/workers/convert_models.py."""
     out = workdir / "converted"
     out.mkdir()
-    options = [] if onnx_tools_missing() else ["--onnx"]
-    if keras_tflite_broken():
-        options.append("--no-keras-tflite")
-    run_worker("convert_models.py", str(exported["builtin"]), str(out), *options, cwd=workdir,
-               timeout=WORKER_TIMEOUT_S)  # fmt: skip
+    options = ["--no-keras-tflite"] if keras_tflite_broken() else []
+    run_worker("convert_models.py", str(exported["builtin"]), str(exported["inference"]), str(out),
+               *options, cwd=workdir, timeout=WORKER_TIMEOUT_S)  # fmt: skip
     return out
 
 
@@ -256,48 +254,21 @@ def tflite_models(converted) -> dict[str, Path]:
     }
 
 
-@functools.cache
-def onnx_tools_missing() -> str | None:
-    """Why tf2onnx and onnxruntime cannot be used with this TensorFlow, or None. Probed in a
-    process of its own: importing onnxruntime kills the interpreter under qemu-user."""
-    probe = subprocess.run([sys.executable, "-c", "import onnxruntime, tf2onnx"],
-                           capture_output=True, text=True, timeout=300)  # fmt: skip
-    error = (probe.stderr.strip().splitlines() or [""])[-1]
-    if probe.returncode == 0:
-        return None
-    if probe.returncode < 0 or probe.returncode > 128:
-        return f"importing onnxruntime kills this interpreter (exit status {probe.returncode})"
-    if error.startswith(("ImportError", "ModuleNotFoundError")):
-        return f"tf2onnx/onnxruntime not installed for TensorFlow {tf.__version__}: {error}"
-    if error.startswith("AttributeError: "):
-        # TF 2.15-2.17 pin an ml_dtypes too old for the onnx that pip resolves next to them.
-        reason = error.removeprefix("AttributeError: ")
-        return f"onnx cannot be imported next to TensorFlow {tf.__version__}: {reason}"
-    raise AssertionError(f"importing onnxruntime and tf2onnx failed:\n{probe.stderr}")
-
-
 @pytest.fixture(scope="module")
-def onnx_models(workdir, exported, converted) -> dict[str, Path]:
+def onnx_models(converted) -> dict[str, Path]:
     """.onnx files: tf2onnx's CLI on the inference export, and from_keras / from_function
     traced in memory under builtin_ops(). Empty when the tools are missing."""
-    if onnx_tools_missing():
+    if (converted / "onnx_missing.txt").exists():
         return {}
-    paths = {
-        name: converted / f"{name}.onnx" for name in ("onnx_cli", "onnx_keras", "onnx_function")
-    }
-    converted_by_cli = subprocess.run(
-        [sys.executable, "-m", "tf2onnx.convert", "--saved-model", str(exported["inference"]),
-         "--signature_def", "serving_default", "--output", str(paths["onnx_cli"])],
-        capture_output=True, text=True, timeout=WORKER_TIMEOUT_S,
-    )  # fmt: skip
-    assert converted_by_cli.returncode == 0, converted_by_cli.stderr[-3000:]
-    return paths
+    names = ("onnx_cli", "onnx_keras", "onnx_function")
+    return {name: converted / f"{name}.onnx" for name in names}
 
 
 @pytest.fixture(scope="module")
 def without_plugin(workdir, exported, tflite_models, onnx_models) -> dict:
     """Every model, run in one fresh process where tf_stopgrad cannot be imported."""
-    jobs = [["saved_model", "saved-model", str(exported["builtin"])]]
+    jobs = [["saved_model", "saved-model", str(exported["builtin"])],
+            ["source_model", "load-error", str(exported["source"])]]  # fmt: skip
     jobs += [[name, "tflite", str(path)] for name, path in tflite_models.items()]
     jobs += [[name, "onnx", str(path)] for name, path in onnx_models.items()]
     (workdir / "jobs.json").write_text(json.dumps({"inputs": INPUTS, "jobs": jobs}))
@@ -309,6 +280,16 @@ def without_plugin(workdir, exported, tflite_models, onnx_models) -> dict:
 @pytest.mark.slow
 def test_the_consumer_process_cannot_import_the_plugin(without_plugin):
     assert without_plugin["plugin_importable"] is False
+
+
+@pytest.mark.slow
+def test_the_model_as_saved_does_not_load_without_the_plugin(without_plugin):
+    # The message deploying.md quotes, for whichever of the two ops the load meets first.
+    error = without_plugin["source_model"]
+    assert error["type"] == "RuntimeError"
+    not_registered = r"Op type not registered 'TfStopgrad>(Stop|Prevent)Gradient' in binary running"
+    assert re.match(not_registered, error["message"]), error["message"]
+    assert "Make sure the Op and Kernel are registered in the binary" in error["message"]
 
 
 @pytest.mark.slow
@@ -356,10 +337,9 @@ def test_tflite_interpreter_matches_tensorflow(without_plugin, name):
 
 @pytest.mark.parametrize("name", ["onnx_cli", "onnx_keras", "onnx_function"])
 @pytest.mark.slow
-def test_onnxruntime_matches_tensorflow(without_plugin, name):
-    missing = onnx_tools_missing()
-    if missing:
-        pytest.skip(missing)
+def test_onnxruntime_matches_tensorflow(without_plugin, converted, name):
+    if (converted / "onnx_missing.txt").exists():
+        pytest.skip((converted / "onnx_missing.txt").read_text())
     np.testing.assert_allclose(
         np.float32(without_plugin[name]["y"]), expected_output(name), atol=1e-5
     )

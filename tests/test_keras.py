@@ -5,6 +5,7 @@ stands for a model where nothing stops the gradient.
 """
 
 import json
+import re
 
 import keras
 import numpy as np
@@ -195,3 +196,19 @@ def test_keras_file_reloads_in_a_fresh_process(saved_keras_file):
     assert ours["stop"]["registered_name"] == "tf_stopgrad>StopGradient"
     assert ours["guard"]["registered_name"] == "tf_stopgrad>PreventGradient"
     assert ours["guard"]["config"]["message"] == MESSAGE
+
+
+@pytest.mark.slow
+def test_keras_file_without_the_import_fails_as_deploying_md_says(saved_keras_file):
+    # Keras releases that import a layer's module themselves load the file all the same.
+    path, _ = saved_keras_file
+    result = worker_result(
+        "load_keras_model.py", "--no-import", path.name, cwd=path.parent,
+        timeout=SUBPROCESS_TIMEOUT_S,
+    )  # fmt: skip
+    if result["error"] is None:
+        assert result["imported"], "loaded without the layers: Keras imported no tf_stopgrad.keras"
+    else:
+        assert result["error"].startswith("TypeError: ")
+        assert re.search(r"Could not locate class '(Stop|Prevent)Gradient'", result["error"])
+        assert not result["imported"]

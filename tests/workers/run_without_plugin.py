@@ -12,6 +12,8 @@ JOBS_JSON holds ``inputs`` (a nested list of float32) and ``jobs``, a list of
   KIND tflite: MODEL is a .tflite file with one input and one output, run by TensorFlow
        Lite's interpreter.
   KIND onnx: MODEL is an .onnx file with one input and one output, run by onnxruntime.
+  KIND load-error: MODEL is a SavedModel; the result is what ``tf.saved_model.load`` raises
+       (type and message), or no type if it loads.
 """
 
 import importlib.abc
@@ -86,7 +88,18 @@ def run_onnx(model_path: str, x: np.ndarray) -> dict:
     return {"y": y.tolist()}
 
 
-RUNNERS = {"saved-model": run_saved_model, "tflite": run_tflite, "onnx": run_onnx}
+def load_error(model_dir: str, x: np.ndarray) -> dict:
+    try:
+        tf.saved_model.load(model_dir)
+    except Exception as error:  # The test checks which type it is.
+        return {"type": type(error).__name__, "message": str(error)}
+    return {"type": None, "message": ""}
+
+
+RUNNERS = {
+    "saved-model": run_saved_model, "tflite": run_tflite, "onnx": run_onnx,
+    "load-error": load_error,
+}  # fmt: skip
 
 
 def main(jobs_path: str, result_path: str) -> None:
