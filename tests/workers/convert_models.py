@@ -2,15 +2,18 @@
 crashes fails one test instead of ending the run (TensorFlow 2.16's TFLite converter aborted
 once inside a long test process, while it converts the same model in a fresh one).
 
-Usage: python convert_models.py BUILTIN_EXPORT_DIR OUT_DIR [--onnx] [--no-keras-tflite]
+Usage: python convert_models.py BUILTIN_EXPORT_DIR INFERENCE_EXPORT_DIR OUT_DIR [--no-keras-tflite]
 
 Writes to OUT_DIR tflite_saved_model.tflite (from the export), tflite_keras.tflite and
-tflite_concrete.tflite (traced in memory under ``tf_stopgrad.export.builtin_ops()``), and
-with ``--onnx`` onnx_keras.onnx and onnx_function.onnx (tf2onnx, in memory, likewise).
+tflite_concrete.tflite (traced in memory under ``tf_stopgrad.export.builtin_ops()``); then
+onnx_cli.onnx (tf2onnx's command line on the inference export), onnx_keras.onnx and
+onnx_function.onnx (tf2onnx, in memory, likewise), or, where tf2onnx and onnxruntime cannot be
+imported, onnx_missing.txt, which says why.
 """
 
 import sys
 from pathlib import Path
+from unittest import mock
 
 import tensorflow as tf
 
@@ -52,9 +55,26 @@ def convert_tflite(builtin_export: str, out: Path, keras: bool) -> None:
         (out / f"{name}.tflite").write_bytes(flatbuffer)
 
 
-def convert_onnx(out: Path) -> None:
-    import tf2onnx
+def onnx_tools_missing() -> str | None:
+    """Why tf2onnx and onnxruntime cannot be used with this TensorFlow, or None."""
+    try:
+        import onnxruntime  # noqa: F401
+        import tf2onnx  # noqa: F401
+    except ImportError as error:
+        return f"tf2onnx/onnxruntime not installed for TensorFlow {tf.__version__}: {error}"
+    except AttributeError as error:
+        # TF 2.15-2.17 pin an ml_dtypes too old for the onnx that pip resolves next to them.
+        return f"onnx cannot be imported next to TensorFlow {tf.__version__}: {error}"
+    return None
 
+
+def convert_onnx(inference_export: str, out: Path) -> None:
+    import tf2onnx.convert
+
+    command_line = ["tf2onnx.convert", "--saved-model", inference_export,
+                    "--signature_def", "serving_default", "--output", str(out / "onnx_cli.onnx")]
+    with mock.patch.object(sys, "argv", command_line):
+        tf2onnx.convert.main()
     model = keras_model()
     with export.builtin_ops():
         tf2onnx.convert.from_keras(
@@ -67,7 +87,10 @@ def convert_onnx(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    out_dir = Path(sys.argv[2])
-    convert_tflite(sys.argv[1], out_dir, keras="--no-keras-tflite" not in sys.argv[3:])
-    if "--onnx" in sys.argv[3:]:
-        convert_onnx(out_dir)
+    builtin_dir, inference_dir, out_dir = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    convert_tflite(builtin_dir, out_dir, keras="--no-keras-tflite" not in sys.argv[4:])
+    missing = onnx_tools_missing()
+    if missing:
+        (out_dir / "onnx_missing.txt").write_text(missing)
+    else:
+        convert_onnx(inference_dir, out_dir)
