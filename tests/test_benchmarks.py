@@ -2,9 +2,11 @@
 
 Only behaviour is checked (one row per case, finite numbers, the CLI's output, page and chart);
 timings depend on the machine and its load, and their targets live in tf_stopgrad/benchmarks/.
+docs/benchmarks.md, which the command wrote, must still have the sections and cases it writes.
 """
 
 import math
+import re
 import zipfile
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 from tf_stopgrad.benchmarks import bench, export_cost, report
 from tf_stopgrad.benchmarks.report import Row
 
+DOCS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 # One case per target of the benchmark, each named by words in its row.
 TARGETED_CASES = (
     "Eager call, no tape",
@@ -134,3 +137,29 @@ def test_export_cost_counts_the_plugin_nodes_and_times_both_steps():
     assert cost.plugin_nodes == 3 * len(range(0, 10, 4))
     assert cost.nodes > cost.plugin_nodes
     assert cost.save_s > 0 and cost.export_s > 0
+
+
+def page_structure(text: str) -> tuple[list[str], list[str]]:
+    """A benchmark page's headings and its table's cases, each number in them made N."""
+    headings = re.findall(r"^#+ .+$", text, re.M)
+    cases = re.findall(r"^\| (.+?)(?: \| [^|]*){5} \|$", text, re.M)
+    return headings, [re.sub(r"\d+(\.\d+)?", "N", case) for case in cases]
+
+
+def test_the_docs_page_s_method_is_what_the_generator_writes():
+    text = DOCS_PAGE.read_text(encoding="utf-8")
+    assert text.split("\n## Method\n\n", 1)[1] == bench.method() + "\n"
+
+
+@pytest.mark.slow
+def test_the_docs_page_has_the_sections_and_cases_the_generator_writes(quick_run):
+    text = DOCS_PAGE.read_text(encoding="utf-8")
+    command = re.search(r"^Written by `(python -m tf_stopgrad bench[^`]*)`", text, re.M)
+    assert command, f"{DOCS_PAGE.name} does not say which command wrote it"
+    rows, _ = quick_run
+    if "--wheel" not in command.group(1):
+        rows = [row for row in rows if not row.case.startswith("`pip install` of the wheel")]
+    written = report.page(command.group(1), report.machine_description(), rows, bench.method())
+    headings, cases = page_structure(text)
+    assert (headings, cases) == page_structure(written)
+    assert len(cases) == len(rows) + 1  # and the table's header

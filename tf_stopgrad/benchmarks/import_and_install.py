@@ -1,7 +1,7 @@
 """How fast the plugin reaches a program: the import, and installing the prebuilt wheel.
 
 * ``import tf_stopgrad`` on top of ``import tensorflow``, in fresh processes: the median of
-  a few processes (target: no slower than the 53 ms measured before the one wheel).
+  a few processes (target: 53 ms).
 * With ``--wheel WHEEL``: ``pip install --no-deps`` of that wheel into a fresh venv that sees
   this environment's TensorFlow (target: 10 s), with the compilers of PATH hidden.
 
