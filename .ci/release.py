@@ -1,5 +1,5 @@
 """The release's own steps, which .github/workflows/release.yml runs on the pushed tag and CI's
-release lane rehearses on the tag the version makes; run in the repository's root (Python 3.11).
+release lane rehearses on the tag the version makes; run in the repository's root.
 
     check TAG NOTES          TAG, pyproject.toml, java/pom.xml (with the metadata Central
         requires) and CHANGELOG.md's dated section for the version, written to NOTES, agree
@@ -11,6 +11,8 @@ release lane rehearses on the tag the version makes; run in the repository's roo
         Central, the jars and pom), by their digests, and no other
 CENTRAL_API, CENTRAL_REPOSITORY and PYPI, when set, are stand-ins for the registries.
 """
+
+from __future__ import annotations
 
 import base64
 import hashlib
@@ -25,7 +27,10 @@ import urllib.request
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
-import tomllib
+try:
+    import tomllib
+except ImportError:  # Python < 3.11, where the tests may run it: scikit-build-core's tomli
+    import tomli as tomllib
 
 CENTRAL_API = os.environ.get("CENTRAL_API", "https://central.sonatype.com/api/v1/publisher")
 CENTRAL_REPOSITORY = os.environ.get("CENTRAL_REPOSITORY", "https://repo1.maven.org/maven2")

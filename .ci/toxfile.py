@@ -1,7 +1,6 @@
 """The lanes of the supported TensorFlow minors, made from their range in pyproject.toml (tox
 loads this file, beside tox.ini, as a plugin). Each is named after its minor and takes the
 settings of its kind from tox.ini's [lane:KIND]; None marks a lane with a section of its own.
-`tox -c .ci/tox.ini list` prints them.
 """
 
 import sys
@@ -15,7 +14,7 @@ import supported_tensorflow
 impl = pluggy.HookimplMarker("tox")
 
 
-def lanes() -> tuple[dict[str, str | None], dict[str, str | None]]:
+def lanes() -> "tuple[dict[str, str | None], dict[str, str | None]]":  # quoted for Python 3.9
     """The default run's lanes, in the order they start: wheels, lint, source and asan (which
     need no wheels), then the others longest first, as measured (but java before the
     minors: release waits for it); and the named-only."""
