@@ -5,11 +5,13 @@ release lane rehearses on the tag the version makes; run in the repository's roo
         requires) and CHANGELOG.md's dated section for the version, written to NOTES, agree
     maven WHEELS [ARG...]    the jars of WHEELS' op libraries, signed and uploaded by the pom's
         release profile, to wait at Central, validated, until published
-    central-published VERSION | central-publish DEPLOYMENT   Central's Publisher API (token in
-        MAVEN_CENTRAL_USERNAME, _PASSWORD): has it published VERSION; publish the deployment
+    central-published VERSION | central-validated MAVEN_LOG | central-publish DEPLOYMENT
+        Central's Publisher API (token in MAVEN_CENTRAL_USERNAME, _PASSWORD): has it published
+        VERSION; the deployment MAVEN_LOG names is VALIDATED (its id printed); publish it
     serves pypi|central DIR VERSION   the registry serves VERSION's files as DIR has them (on
         Central, the jars and pom), by their digests, and no other
-CENTRAL_API, CENTRAL_REPOSITORY and PYPI, when set, are stand-ins for the registries.
+CENTRAL_API, CENTRAL_REPOSITORY and PYPI, when set, are stand-ins for the registries;
+RELEASE_WAIT_SECONDS, how long a registry may take (45 minutes).
 """
 
 from __future__ import annotations
@@ -36,7 +38,11 @@ CENTRAL_API = os.environ.get("CENTRAL_API", "https://central.sonatype.com/api/v1
 CENTRAL_REPOSITORY = os.environ.get("CENTRAL_REPOSITORY", "https://repo1.maven.org/maven2")
 PYPI = os.environ.get("PYPI", "https://pypi.org")
 # Maven Central's repository can lag the publication by half an hour.
-WAIT_SECONDS, POLL_SECONDS = 45 * 60, 15
+WAIT_SECONDS = int(os.environ.get("RELEASE_WAIT_SECONDS", 45 * 60))
+POLL_SECONDS = min(WAIT_SECONDS, 15)
+# The states a deployment passes on its way to each the release waits for; any other (FAILED)
+# is final.
+ON_THE_WAY = {"VALIDATED": ("PENDING", "VALIDATING"), "PUBLISHED": ("VALIDATED", "PUBLISHING")}
 
 # What Central refuses a release's POM without, beside the coordinates.
 CENTRAL_POM_FIELDS = ("name", "description", "url", "licenses/license/name",
@@ -85,8 +91,9 @@ def deploy_to_maven_central(wheels: str, *maven_arguments: str) -> int:
 
 def fetch(url: str, data: bytes | None = None, headers: dict | None = None) -> bytes | None:
     """The answer's body to a GET (a POST with data), or None for a 404; other errors fail."""
+    request = urllib.request.Request(url, data, headers or {})
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, data, headers or {})) as answer:
+        with urllib.request.urlopen(request, timeout=60) as answer:
             return answer.read()
     except urllib.error.HTTPError as error:
         if error.code == 404:
@@ -103,6 +110,24 @@ def central(path: str, data: bytes | None = b"") -> dict:
     if answer is None:
         raise SystemExit(f"release: Central's Publisher API has no {path}")
     return json.loads(answer or "{}")
+
+
+def await_deployment(deployment: str, wanted: str) -> str:
+    """Polls Central's status of the deployment until it is `wanted` (VALIDATED or PUBLISHED);
+    an unknown deployment, a state off the way (FAILED) or the end of the wait fails."""
+    if not re.fullmatch(r"[0-9a-f-]+", deployment):
+        raise SystemExit(f"release: '{deployment}' is no deployment id: nothing was uploaded")
+    deadline = time.monotonic() + WAIT_SECONDS
+    while (state := (status := central(f"status?id={deployment}"))["deploymentState"]) != wanted:
+        if state not in ON_THE_WAY[wanted]:
+            raise SystemExit(f"release: Central's deployment {deployment} is {state}, not "
+                             f"{wanted}, and never will be: {status.get('errors')}")  # fmt: skip
+        if time.monotonic() > deadline:
+            raise SystemExit(f"release: Central's deployment {deployment} is still {state} after "
+                             f"{WAIT_SECONDS // 60} minutes: Central is slow")  # fmt: skip
+        time.sleep(POLL_SECONDS)
+    print(f"release: Central's deployment {deployment} is {wanted}", file=sys.stderr)
+    return deployment
 
 
 def serves(registry: str, directory: str, version: str, group: str, artifact: str) -> None:
@@ -127,7 +152,8 @@ def serves(registry: str, directory: str, version: str, group: str, artifact: st
         if not (missing := sorted(built.keys() - serving.keys())):
             return print(f"release: {registry} serves this release's {len(built)} files as built")
         if time.monotonic() > deadline:
-            raise SystemExit(f"release: {registry} does not serve {', '.join(missing)}")
+            raise SystemExit(f"release: {registry} does not serve {', '.join(missing)} after "
+                             f"{WAIT_SECONDS // 60} minutes: it is slow to serve")  # fmt: skip
         time.sleep(POLL_SECONDS)
 
 
@@ -144,12 +170,13 @@ if __name__ == "__main__":
     elif command == "central-published" and len(arguments) == 1:
         query = f"published?namespace={group}&name={artifact}&version={arguments[0]}"
         print(str(central(query, None)["published"]).lower())
+    elif command == "central-validated" and len(arguments) == 1:
+        uploaded = re.findall(r"deploymentId: ([0-9a-f-]+)", Path(arguments[0]).read_text())
+        print(await_deployment(uploaded[-1] if uploaded else "", "VALIDATED"))
     elif command == "central-publish" and len(arguments) == 1:
-        status = central(f"status?id={arguments[0]}")
-        if status["deploymentState"] == "VALIDATED":
+        if central(f"status?id={arguments[0]}")["deploymentState"] == "VALIDATED":  # not a re-run
             central(f"deployment/{arguments[0]}")
-        elif status["deploymentState"] not in ("PUBLISHING", "PUBLISHED"):  # a re-run's
-            raise SystemExit(f"release: Central's deployment is not VALIDATED: {status}")
+        await_deployment(arguments[0], "PUBLISHED")
     elif command == "serves" and len(arguments) == 3 and arguments[0] in ("pypi", "central"):
         serves(arguments[0], arguments[1], arguments[2], group, artifact)
     else:

@@ -12,7 +12,8 @@ serves, until it is stopped, at http://127.0.0.1:PORT:
 - /api/v1/publisher/: Central's Publisher API for the user token TOKEN (USER:PASSWORD), a 401
   for any other. An uploaded bundle is PENDING, then VALIDATING at the first poll of its status,
   then VALIDATED, or FAILED with Central's errors (RegistryStandIns.validate). Published, it is
-  PUBLISHING, then PUBLISHED, and its files are in the repository;
+  PUBLISHING, then PUBLISHED, and its files are in the repository (RegistryStandIns.publication
+  can end it otherwise);
 - /maven2/: that repository;
 - /pypi/PROJECT/VERSION/json: PyPI's JSON API for the files of PYPI_FILES (a directory).
 """
@@ -47,6 +48,8 @@ class RegistryStandIns(ThreadingHTTPServer):
         self.repository: dict[str, bytes] = {}  # Maven Central's, by path
         self.published: set[tuple[str, str, str]] = set()
         self.immediate = False  # True: a deployment's state is at once the last it reaches
+        # A publication's states: one that ends FAILED, or not at all, publishes nothing.
+        self.publication = ("PUBLISHING", "PUBLISHED")
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
 
     def __enter__(self) -> RegistryStandIns:
@@ -56,6 +59,12 @@ class RegistryStandIns(ThreadingHTTPServer):
     def __exit__(self, *_) -> None:
         self.shutdown()
         self.server_close()
+
+    def publish(self, deployment: dict) -> None:
+        """What Central does once it has published a deployment."""
+        deployment["states"] = ["PUBLISHED"]
+        self.repository.update(deployment["files"])
+        self.published.update(deployment["components"])
 
     def validate(self, files: dict[str, bytes]) -> list[str]:
         """Central's errors for a bundle's files: a component is a pom with its jar, sources and
@@ -140,9 +149,9 @@ class Handler(BaseHTTPRequestHandler):
             deployment = deployments[publish]
             if deployment["states"] != ["VALIDATED"]:
                 return self.answer(400, f"Deployment {publish} is {deployment['states'][0]}")
-            deployment["states"] = self.states("PUBLISHING", "PUBLISHED")
-            self.server.repository.update(deployment["files"])
-            self.server.published.update(deployment["components"])
+            if self.server.publication[-1] == "PUBLISHED":
+                self.server.publish(deployment)
+            deployment["states"] = self.states(*self.server.publication)
             return self.answer(204)
         self.answer(404)
 

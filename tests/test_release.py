@@ -13,6 +13,7 @@ import hashlib
 import importlib.util
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -87,21 +88,37 @@ def registries(tmp_path, signing_key, monkeypatch):
         yield stand_ins
 
 
-def upload(registries, files: dict[str, bytes]) -> str:
-    """The plugin's upload of a bundle of files (autoPublish false): the deployment's id."""
+def zipped(files: dict[str, bytes]) -> bytes:
     bundle = io.BytesIO()
     with zipfile.ZipFile(bundle, "w") as archive:
         for name, content in files.items():
             archive.writestr(name, content)
+    return bundle.getvalue()
+
+
+def post_bundle(api: str, bundle: bytes) -> str:
+    """The plugin's upload of a bundle (autoPublish false) to Central's API: the deployment's id."""
     head = '--b\r\nContent-Disposition: form-data; name="bundle"; filename="central-bundle.zip"'
-    form = f"{head}\r\n\r\n".encode() + bundle.getvalue() + b"\r\n--b--\r\n"
+    form = f"{head}\r\n\r\n".encode() + bundle + b"\r\n--b--\r\n"
     token = base64.b64encode(":".join(TOKEN).encode()).decode()
     request = urllib.request.Request(
-        f"{registries.url}/api/v1/publisher/upload?publishingType=USER_MANAGED", form,
+        f"{api}/upload?publishingType=USER_MANAGED", form,
         {"Authorization": f"UserToken {token}", "Content-Type": "multipart/form-data; boundary=b"},
     )  # fmt: skip
     with urllib.request.urlopen(request, timeout=60) as answer:
         return answer.read().decode()
+
+
+def upload(registries, files: dict[str, bytes]) -> str:
+    return post_bundle(f"{registries.url}/api/v1/publisher", zipped(files))
+
+
+def maven_log(tmp_path: Path, deployment: str) -> str:
+    """A log of Maven's with the plugin's line naming the deployment it uploaded."""
+    log = tmp_path / "maven.log"
+    log.write_text("[INFO] Uploaded bundle successfully, deployment name: Deployment, "
+                   f"deploymentId: {deployment}. Deployment will require manual publishing\n")
+    return str(log)
 
 
 def release(registries, *arguments: str, **environment: str) -> subprocess.CompletedProcess:
@@ -136,7 +153,8 @@ def wheels(tmp_path: Path) -> Path:
 def test_the_release_in_its_order_publishes_what_it_built(registries, bundle_files, tmp_path):
     assert release(registries, "central-published", VERSION).stdout == "false\n"
     deployment = upload(registries, bundle_files)
-    assert registries.deployments[deployment]["states"] == ["VALIDATED"]
+    validated = release(registries, "central-validated", maven_log(tmp_path, deployment))
+    assert validated.stdout == f"{deployment}\n", validated.stderr
     assert not registries.repository, "an upload published something"
 
     dist = wheels(tmp_path)
@@ -156,12 +174,28 @@ def test_the_release_in_its_order_publishes_what_it_built(registries, bundle_fil
 
 
 @pytest.mark.slow
-def test_a_deployment_central_refused_is_not_published(registries, bundle_files):
+def test_a_deployment_central_refused_is_neither_validated_nor_published(
+    registries, bundle_files, tmp_path
+):
     deployment = upload(registries, {**bundle_files, f"{BASE}.jar": b"other bytes"})
-    published = release(registries, "central-publish", deployment)
-    assert published.returncode == 1 and not registries.repository
-    assert "Central's deployment is not VALIDATED" in published.stderr
-    assert f"{BASE}.jar.asc: missing, or not a valid signature" in published.stderr
+    for job in (("central-validated", maven_log(tmp_path, deployment)),
+                ("central-publish", deployment)):  # fmt: skip
+        refused = release(registries, *job)
+        assert refused.returncode == 1 and not refused.stdout and not registries.repository
+        assert f"deployment {deployment} is FAILED, not" in refused.stderr
+        assert f"{BASE}.jar.asc: missing, or not a valid signature" in refused.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("named", ["", "0123abcd-0000"])
+def test_no_deployment_or_one_central_does_not_know_is_not_validated(registries, tmp_path, named):
+    log = maven_log(tmp_path, named)
+    if not named:
+        Path(log).write_text("[INFO] BUILD SUCCESS\n")
+    validated = release(registries, "central-validated", log)
+    assert validated.returncode == 1 and not validated.stdout
+    message = f"Publisher API has no status?id={named}" if named else "'' is no deployment id"
+    assert message in validated.stderr
 
 
 def without(name: str):
@@ -248,10 +282,25 @@ def test_a_file_the_registry_never_serves_fails_when_the_wait_ends(
     release_module, tmp_path, monkeypatch
 ):
     monkeypatch.setattr(release_module, "WAIT_SECONDS", 0)
-    with pytest.raises(SystemExit, match=f"pypi does not serve tf_stopgrad-{VERSION}-py3-none"):
+    with pytest.raises(SystemExit, match=f"pypi does not serve tf_stopgrad-{VERSION}-py3-none.*"
+                       "after 0 minutes: it is slow to serve"):  # fmt: skip
         release_module.serves(
             "pypi", str(wheels(tmp_path)), VERSION, "org.tfstopgrad", "tf-stopgrad"
         )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wanted", ["VALIDATED", "PUBLISHED"])
+def test_a_deployment_still_on_its_way_fails_when_the_wait_ends(
+    release_module, registries, bundle_files, monkeypatch, wanted
+):
+    monkeypatch.setattr(release_module, "WAIT_SECONDS", 0)
+    deployment = upload(registries, bundle_files)
+    on_the_way = {"VALIDATED": "VALIDATING", "PUBLISHED": "PUBLISHING"}[wanted]
+    registries.deployments[deployment]["states"] = [on_the_way]
+    with pytest.raises(SystemExit, match=f"{deployment} is still {on_the_way} after 0 minutes: "
+                       "Central is slow"):  # fmt: skip
+        release_module.await_deployment(deployment, wanted)
 
 
 @pytest.fixture(scope="module")
@@ -307,3 +356,199 @@ def test_the_preflight_fails_on_what_would_fail_central(registries, protected_ke
     subprocess.run(["gpgconf", "--homedir", str(tmp_path / "gnupg"), "--kill", "gpg-agent"],
                    timeout=60)  # fmt: skip
     assert ran.returncode == status and says in ran.stdout + ran.stderr, ran.stdout + ran.stderr
+
+
+def maven(arguments: list[str]) -> None:
+    """Maven with the release profile, as far as the release's scripts see it (bin/mvn runs it):
+    the bundle, BUNDLE's bytes, in java/target/central-publishing; unless -DskipUpload=true,
+    uploaded to CENTRAL_API and the plugin's line naming the deployment (DEPLOYMENT_ID's, when
+    set) logged; then Maven exits with MAVEN_STATUS."""
+    target = Path("java/target/central-publishing")
+    target.mkdir(parents=True, exist_ok=True)
+    bundle = Path(os.environ["BUNDLE"]).read_bytes()
+    (target / "central-bundle.zip").write_bytes(bundle)
+    if "-DskipUpload=true" not in arguments:
+        deployment = post_bundle(os.environ["CENTRAL_API"], bundle)
+        if os.environ.get("DEPLOYMENT_ID", deployment):
+            print(f"[INFO] Uploaded bundle successfully, deployment name: Deployment, deploymentId:"
+                  f" {os.environ.get('DEPLOYMENT_ID', deployment)}. Deployment will require manual"
+                  " publishing")  # fmt: skip
+    if status := int(os.environ.get("MAVEN_STATUS", "0")):
+        print("[ERROR] BUILD FAILURE")
+    sys.exit(status)
+
+
+class Runner:
+    """release.yml's jobs from the upload to Central's publication against the stand-ins, as
+    GitHub runs them: their scripts as written, under ``shell: bash`` (bash -eo pipefail), in a
+    checkout of the files they read, Maven the stand-in above. A job's outputs stay for the jobs
+    after it, which a re-run of it re-runs, as GitHub's do."""
+
+    JOBS = ("central-upload", "pypi", "pypi-served", "central-publish")
+    SCRIPTS = {"central-upload": "central-validated", "pypi-served": "serves pypi",
+               "central-publish": "central-publish \"$DEPLOYMENT\""}  # fmt: skip
+
+    def __init__(self, registries, files: dict[str, bytes], tmp_path: Path):
+        self.registries, self.work, self.outputs = registries, tmp_path / "runner", {}
+        for name in (".ci/release.py", "java/pom.xml", "pyproject.toml"):
+            (self.work / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(REPO_ROOT / name, self.work / name)
+        self.dist, self.pypi_serves, self.uploaded_to_pypi = wheels(self.work), True, False
+        (tmp_path / "bin").mkdir()
+        (tmp_path / "bin" / "python3").symlink_to(sys.executable)
+        (tmp_path / "bin" / "mvn").write_text(
+            f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(REPO_ROOT / 'tests')!r})\n"
+            "from test_release import maven\nmaven(sys.argv[1:])\n")  # fmt: skip
+        (tmp_path / "bin" / "mvn").chmod(0o755)
+        self.environment = {**registries.environment, "GITHUB_REF_NAME": f"v{VERSION}",
+                            "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+                            "RELEASE_WAIT_SECONDS": "0", "BUNDLE": str(tmp_path / "bundle.zip"),
+                            "SOURCE_DATE_EPOCH": "1700000000"}  # fmt: skip
+        self.build(files)
+
+    def pypi_served(self) -> None:
+        shutil.copytree(self.dist, self.registries.pypi_files, dirs_exist_ok=True)
+
+    def build(self, files: dict[str, bytes]) -> None:
+        Path(self.environment["BUNDLE"]).write_bytes(zipped(files))
+
+    def job(self, name: str) -> tuple[int, str]:
+        if name == "pypi":  # twine's upload, which the stand-in's PyPI serves unless it is slow
+            self.uploaded_to_pypi = True
+            if self.pypi_serves:
+                self.pypi_served()
+            return 0, ""
+        if name == "central-upload":  # on a fresh runner, which makes the jars the artifact
+            shutil.rmtree(self.work / "jars", ignore_errors=True)
+        workflow = (REPO_ROOT / ".github" / "workflows" / "release.yml").read_text()
+        [script] = [script for script in run_blocks(workflow) if self.SCRIPTS[name] in script]
+        output = self.work / "output"
+        output.write_text("")
+        deployment = self.outputs.get("central-upload", {}).get("deployment", "")
+        ran = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+                             cwd=self.work, capture_output=True, text=True, timeout=120,
+                             env={**self.environment, "GITHUB_OUTPUT": str(output),
+                                  "DEPLOYMENT": deployment})  # fmt: skip
+        self.outputs[name] = dict(line.split("=", 1) for line in output.read_text().splitlines())
+        return ran.returncode, ran.stdout + ran.stderr
+
+    def run(self, first: str = "central-upload") -> tuple[str | None, str]:
+        """The jobs from `first` on: the one that fails and its output, or None."""
+        for name in self.JOBS[self.JOBS.index(first) :]:
+            status, output = self.job(name)
+            if status:
+                return name, output
+        return None, ""
+
+    def public(self) -> set[str]:
+        return {registry for registry, files in (("PyPI", self.uploaded_to_pypi),
+                                                 ("Maven Central", self.registries.published))
+                if files}  # fmt: skip
+
+
+@pytest.fixture
+def runner(registries, bundle_files, tmp_path):
+    return Runner(registries, bundle_files, tmp_path)
+
+
+@pytest.mark.slow
+def test_the_jobs_publish_the_release_and_a_re_run_of_any_uploads_nothing(runner):
+    assert runner.run() == (None, "")
+    assert runner.public() == {"PyPI", "Maven Central"}
+    deployments = len(runner.registries.deployments)
+    for job in runner.JOBS:
+        assert runner.run(job) == (None, ""), job
+    assert len(runner.registries.deployments) == deployments
+
+
+# How Central can fail to take the jars at the upload: (the change, what the job says).
+UPLOAD_FAILURES = {
+    "Central refuses the bundle": (
+        lambda runner, files: runner.build(without(f"{BASE}.jar.asc")(files)),
+        "is FAILED, not VALIDATED, and never will be"),
+    "Maven fails": (lambda runner, files: runner.environment.update(MAVEN_STATUS="1"),
+                    "[ERROR] BUILD FAILURE"),
+    "Maven names no deployment": (
+        lambda runner, files: runner.environment.update(DEPLOYMENT_ID=""),
+        "'' is no deployment id"),
+    "Maven names another deployment": (
+        lambda runner, files: runner.environment.update(DEPLOYMENT_ID="0123abcd"),
+        "Central's Publisher API has no status?id=0123abcd"),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("failure", sorted(UPLOAD_FAILURES))
+def test_the_upload_fails_unless_central_says_the_deployment_is_validated(
+    runner, bundle_files, failure
+):
+    change, says = UPLOAD_FAILURES[failure]
+    change(runner, bundle_files)
+    failed, output = runner.run()
+    assert failed == "central-upload" and says in output, output
+    assert not runner.public() and not runner.outputs["central-upload"]
+
+
+def slow_repository(runner, files):
+    """Maven Central's repository, not yet serving what Central has published."""
+    runner.registries.repository = type("Lagging", (dict,), {"get": lambda *_: None})()
+
+
+def publish_at_last(runner, files):
+    """Central ends the publication it was slow with; Maven Central serves its files."""
+    runner.registries.repository = dict(runner.registries.repository)
+    for deployment in runner.registries.deployments.values():
+        if deployment["states"] == ["PUBLISHING"]:
+            runner.registries.publish(deployment)
+
+
+def mend(**settings):
+    def mended(runner, files):
+        runner.build(files)
+        runner.environment.pop("MAVEN_STATUS", None)
+        vars(runner.registries).update(settings)
+
+    return mended
+
+
+# CONTRIBUTING.md's "When a release job fails", each row its failure: (what breaks, the job that
+# fails, what it says, what is public, what mends it, the job to re-run).
+RERUNS = {
+    "Central refuses the bundle": (UPLOAD_FAILURES["Central refuses the bundle"][0],
+                                   "central-upload", "is FAILED, not VALIDATED", set(), mend(),
+                                   "central-upload"),
+    "Maven fails": (UPLOAD_FAILURES["Maven fails"][0], "central-upload", "BUILD FAILURE", set(),
+                    mend(), "central-upload"),
+    "PyPI is slow to serve": (lambda runner, files: setattr(runner, "pypi_serves", False),
+                              "pypi-served", "it is slow to serve", {"PyPI"},
+                              lambda runner, files: runner.pypi_served(), "pypi-served"),
+    "Central fails the publication": (
+        lambda runner, files: setattr(runner.registries, "publication", ("PUBLISHING", "FAILED")),
+        "central-publish", "is FAILED, not PUBLISHED, and never will be", {"PyPI"},
+        mend(publication=("PUBLISHING", "PUBLISHED")), "central-upload"),
+    "Central is slow to publish": (
+        lambda runner, files: setattr(runner.registries, "publication", ("PUBLISHING",)),
+        "central-publish", "is still PUBLISHING after 0 minutes: Central is slow", {"PyPI"},
+        publish_at_last, "central-publish"),
+    "Maven Central is slow to serve": (
+        slow_repository, "central-publish", "central does not serve tf-stopgrad",
+        {"PyPI", "Maven Central"}, publish_at_last, "central-publish"),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("failure", sorted(RERUNS))
+def test_each_failed_job_is_mended_by_the_re_run_contributing_names(runner, bundle_files, failure):
+    breaks, job, says, public, mends, rerun = RERUNS[failure]
+    contributing = (REPO_ROOT / "CONTRIBUTING.md").read_text()
+    row = rf"^\| {re.escape(failure)} \(`{job}`\) \| [^|]+ \| `{rerun}`"
+    assert re.search(row, contributing, re.M), f"CONTRIBUTING.md has no row {row}"
+    breaks(runner, bundle_files)
+    failed, output = runner.run()
+    assert failed == job and says in output, output
+    assert runner.public() == public
+    if rerun != job:  # the failed job alone cannot succeed
+        assert runner.run(job)[0] == job
+    mends(runner, bundle_files)
+    assert runner.run(rerun) == (None, "")
+    assert runner.public() == {"PyPI", "Maven Central"}
