@@ -99,8 +99,8 @@ class _Plan:
         self.requirements = []
         target = _target_python()
         installed = _installed_tensorflow(target)
-        python_version = _python_version(target)
-        installable = None if installed else tensorflow_wheels.installable_minor(python_version)
+        installable = None if installed else tensorflow_wheels.installable_minor(
+            _python_version(target))
         if installed is not None:
             _check_supported(installed[0])
             self.installed_python = target
