@@ -137,12 +137,8 @@ def _holding_distribution(shell_wheel: Path, architecture: str) -> str:
     for line in lines:
         if line.startswith("Requires-Dist:"):
             requirement = Requirement(line.split(":", 1)[1].strip())
-            marker = requirement.marker
-            if (
-                marker is not None
-                and marker.evaluate(environment)
-                and requirement.name.startswith("tensorflow")
-            ):
+            applies = requirement.marker is not None and requirement.marker.evaluate(environment)
+            if applies and requirement.name.startswith("tensorflow"):
                 return f"{requirement.name}{requirement.specifier}"
     raise SystemExit(f"tf_stopgrad: {shell_wheel.name} holds no TensorFlow libraries and names "
                      f"no distribution that does on Linux {architecture}")  # fmt: skip

@@ -3,10 +3,10 @@
 ``pip install .`` builds one op library, for the TensorFlow of the environment being installed
 into (the installing interpreter says which, as pip's isolation hides it); without one there,
 for the release pip then installs (the newest supported with a wheel for that Python), unpacked
-from its wheel. ``pip wheel . -C tensorflow=all
-[-C arch=aarch64]`` builds one per supported minor, each against that release's wheel, into
-one ``py3-none`` wheel tagged with the manylinux platform ``auditwheel`` measures.
-Both first check that a C++17 compiler works and that the TensorFlow found is supported.
+from its wheel. ``pip wheel . -C tensorflow=all [-C arch=aarch64]`` builds one per supported
+minor, each against that release's wheel, into one ``py3-none`` wheel tagged with the manylinux
+platform ``auditwheel`` measures. Both first check that a C++17 compiler works and that the
+TensorFlow found is supported.
 BUILD_NOTES.md says why each step is as it is.
 """
 
@@ -99,13 +99,11 @@ class _Plan:
         self.requirements = []
         target = _target_python()
         installed = _installed_tensorflow(target)
-        installable = None if installed else tensorflow_wheels.installable_minor(
-            _python_version(target))
         if installed is not None:
             _check_supported(installed[0])
             self.installed_python = target
-        elif installable is not None:  # the release pip installs next, unpacked from its wheel
-            self.minors = [installable]
+        elif installable := tensorflow_wheels.installable_minor(_python_version(target)):
+            self.minors = [installable]  # the release pip installs next, unpacked from its wheel
             self.installed_python = None
         else:  # the front end installs it into the build environment, for this Python
             self.installed_python = (sys.executable,)
@@ -248,9 +246,9 @@ def _build_settings(plan: _Plan):
     compile options and libraries (by size), the compiler, and the flags the user asked for
     (``_requested_flags``). So objects compiled against one TensorFlow, or with other flags,
     are never reused for another, while the same TensorFlow found elsewhere (pip's isolated
-    build environment, then the venv) reuses the directory. It is locked for the
-    build, so that two builds from one checkout at once take turns instead of corrupting each
-    other. Only the ``KEPT_BUILD_DIRS`` most recently used directories are kept.
+    build environment, then the venv) reuses the directory. It is locked for the build, so
+    that two builds from one checkout at once take turns instead of corrupting each other.
+    Only the ``KEPT_BUILD_DIRS`` most recently used directories are kept.
     """
     releases = plan.describe_releases()
     releases_json = json.dumps(releases, indent=1, sort_keys=True)
@@ -285,28 +283,20 @@ def _build_settings(plan: _Plan):
             os.close(lock)
 
 
-# What CMake and scikit-build-core read from the environment that changes what is compiled:
-# CMake initializes CMAKE_CXX_FLAGS from CXXFLAGS and its linker flags from LDFLAGS;
-# scikit-build-core adds CMAKE_ARGS, and reads any of its cmake.* settings from SKBUILD_CMAKE_*.
-_FLAG_VARIABLES = ("CXXFLAGS", "LDFLAGS", "CMAKE_ARGS")
-_SETTING_VARIABLES_PREFIX = "SKBUILD_CMAKE_"
-_CMAKE_SETTINGS_PREFIX = "cmake."
-
-
 def _requested_flags(skbuild_settings: dict[str, Any]) -> dict[str, Any]:
-    """What the user asked the compiler and CMake for: the flag variables above, and every
-    ``-C cmake.*`` setting (``cmake.args``, ``cmake.build-type``, ``cmake.define.*``). The
-    build directory's name and the reuse of a previous wheel both depend on it, so a build
-    with other flags compiles again."""
+    """What the user asked the compiler and CMake for: the environment variables that change
+    what is compiled (CMake initializes CMAKE_CXX_FLAGS from CXXFLAGS and its linker flags from
+    LDFLAGS; scikit-build-core adds CMAKE_ARGS, and reads any of its cmake.* settings from
+    SKBUILD_CMAKE_*), and every ``-C cmake.*`` setting (``cmake.args``, ``cmake.build-type``,
+    ``cmake.define.*``). The build directory's name and the reuse of a previous wheel both
+    depend on it, so a build with other flags compiles again."""
     environment = {
         name: value
         for name, value in sorted(os.environ.items())
-        if name in _FLAG_VARIABLES or name.startswith(_SETTING_VARIABLES_PREFIX)
+        if name in ("CXXFLAGS", "LDFLAGS", "CMAKE_ARGS") or name.startswith("SKBUILD_CMAKE_")
     }
     settings = {
-        name: value
-        for name, value in sorted(skbuild_settings.items())
-        if name.startswith(_CMAKE_SETTINGS_PREFIX)
+        name: value for name, value in sorted(skbuild_settings.items()) if name.startswith("cmake.")
     }
     return {"environment": environment, "settings": settings}
 
@@ -352,9 +342,7 @@ def _reuse_previous_wheel(build_dir: Path, sources: str, wheel_directory: Path) 
     previous = build_dir / _PREVIOUS_WHEEL
     wheels = list(previous.glob("*.whl"))
     fingerprint = previous / "inputs.sha256"
-    if len(wheels) != 1 or not fingerprint.is_file():
-        return None
-    if fingerprint.read_text().strip() != sources:
+    if len(wheels) != 1 or not fingerprint.is_file() or fingerprint.read_text().strip() != sources:
         return None
     shutil.copy2(wheels[0], wheel_directory / wheels[0].name)
     print(f"tf_stopgrad: reusing the build of {wheels[0].name} in {build_dir}: the sources, "
@@ -373,6 +361,10 @@ def _keep_for_reuse(build_dir: Path, sources: str, wheel: Path) -> None:
 
 # --- PEP 517 hooks -------------------------------------------------------------------------
 
+# An sdist compiles nothing, so it needs no plan: scikit-build-core's own hooks.
+get_requires_for_build_sdist = _skbuild.get_requires_for_build_sdist
+build_sdist = _skbuild.build_sdist
+
 
 def get_requires_for_build_wheel(config_settings=None):
     plan = _plan_for(config_settings)
@@ -382,10 +374,6 @@ def get_requires_for_build_wheel(config_settings=None):
 def get_requires_for_build_editable(config_settings=None):
     plan = _plan_for(config_settings)
     return _skbuild.get_requires_for_build_editable(plan.skbuild_settings) + plan.requirements
-
-
-def get_requires_for_build_sdist(config_settings=None):
-    return _skbuild.get_requires_for_build_sdist(config_settings)
 
 
 def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
@@ -412,10 +400,6 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
     plan = _plan_for(config_settings)
     with _build_settings(plan) as (settings, _):
         return _skbuild.build_editable(wheel_directory, settings, metadata_directory)
-
-
-def build_sdist(sdist_directory, config_settings=None):
-    return _skbuild.build_sdist(sdist_directory, config_settings)
 
 
 # --- the portable wheel's platform tag ------------------------------------------------------
