@@ -9,7 +9,8 @@ release lane rehearses on the tag the version makes; run in the repository's roo
         Central's Publisher API (token in MAVEN_CENTRAL_USERNAME, _PASSWORD): has it published
         VERSION; the deployment MAVEN_LOG names is VALIDATED (its id printed); publish it
     serves pypi|central DIR VERSION   the registry serves VERSION's files as DIR has them (on
-        Central, the jars and pom), by their digests, and no other
+        Central, the jars and pom, whose signatures it then writes to DIR), by their digests, and
+        no other
 CENTRAL_API, CENTRAL_REPOSITORY and PYPI, when set, are stand-ins for the registries;
 RELEASE_WAIT_SECONDS, how long a registry may take (45 minutes).
 """
@@ -150,6 +151,10 @@ def serves(registry: str, directory: str, version: str, group: str, artifact: st
         if other := sorted(name for name, digest in serving.items() if built.get(name) != digest):
             raise SystemExit(f"release: {registry} serves other bytes than built: {other}")
         if not (missing := sorted(built.keys() - serving.keys())):
+            for name in built if registry == "central" else ():  # its signatures, not new ones
+                if (signature := fetch(f"{repository}/{name}.asc")) is None:
+                    raise SystemExit(f"release: central serves {name} without its signature")
+                (Path(directory) / f"{name}.asc").write_bytes(signature)
             return print(f"release: {registry} serves this release's {len(built)} files as built")
         if time.monotonic() > deadline:
             raise SystemExit(f"release: {registry} does not serve {', '.join(missing)} after "

@@ -461,6 +461,21 @@ def test_the_jobs_publish_the_release_and_a_re_run_of_any_uploads_nothing(runner
     assert len(runner.registries.deployments) == deployments
 
 
+@pytest.mark.slow
+def test_a_re_run_after_central_published_attaches_centrals_own_signatures(runner, bundle_files):
+    assert runner.run() == (None, "")
+    # The re-run signs the same jars again, and gpg's signatures carry their time.
+    runner.build({name: content + b"signed again" if name.endswith(".asc") else content
+                  for name, content in bundle_files.items()})  # fmt: skip
+
+    assert runner.run("central-upload") == (None, "")
+
+    attached = sorted((runner.work / "jars").glob("*.asc"))
+    assert len(attached) == 4
+    for signature in attached:
+        assert signature.read_bytes() == bundle_files[f"{COMPONENT}/{signature.name}"]
+
+
 # How Central can fail to take the jars at the upload: (the change, what the job says).
 UPLOAD_FAILURES = {
     "Central refuses the bundle": (
