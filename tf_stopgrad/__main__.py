@@ -83,11 +83,6 @@ SELF_CHECKS: dict[str, Callable[[], bool]] = {
 }
 
 
-def _devices_with_kernels(op_type: str) -> list[str]:
-    registered = _compat.kernel_device_types(op_type)
-    return [label for device, label in KERNEL_DEVICES.items() if device in registered]
-
-
 def report() -> int:
     info = tf_stopgrad.build_info()
     print(f"tf_stopgrad {tf_stopgrad.__version__}")
@@ -109,7 +104,9 @@ def report() -> int:
 
     print("Kernels")
     for op_type in (tf_stopgrad.STOP_GRADIENT_OP, tf_stopgrad.PREVENT_GRADIENT_OP):
-        print(f"  {op_type}: {', '.join(_devices_with_kernels(op_type))}")
+        registered = {kernel.device_type for kernel in _compat.registered_kernels(op_type)}
+        devices = [label for device, label in KERNEL_DEVICES.items() if device in registered]
+        print(f"  {op_type}: {', '.join(devices)}")
 
     print("Stable softmax demo")
     demo_status = examples.demo("softmax", ["--quick"])
@@ -128,12 +125,6 @@ def _run_check(check: Callable[[], bool]) -> bool:
         if not passed:
             native_stderr.replay()
     return passed
-
-
-def bench(rest: list[str]) -> int:
-    from tf_stopgrad.benchmarks import bench as benchmark
-
-    return benchmark.main(rest)
 
 
 def export(src: str, dst: str, inference: bool) -> int:
@@ -209,13 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         return examples.demo(args.name, rest)
     if args.command == "bench":
-        return bench(rest)
-    if args.command == "export":
-        if rest:
-            parser.error(f"unrecognized arguments: {' '.join(rest)}")
-        return export(args.src, args.dst, args.inference)
+        from tf_stopgrad.benchmarks import bench
+
+        return bench.main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "export":
+        return export(args.src, args.dst, args.inference)
     return report()
 
 

@@ -87,11 +87,6 @@ def registered_kernels(op_type: str) -> list:
     return list(_kernels.get_registered_kernels_for_op(op_type).kernel)
 
 
-def kernel_device_types(op_type: str) -> set[str]:
-    """The device types (``CPU``, ``GPU``, ``XLA_CPU_JIT``, ...) with a kernel for ``op_type``."""
-    return {kernel.device_type for kernel in registered_kernels(op_type)}
-
-
 def dtensor_device_exists() -> bool:
     """True once this process uses DTensor; before that, asking ``is_dtensor`` would create it."""
     return _dtensor_api._dtensor_singleton is not None

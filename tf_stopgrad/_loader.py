@@ -70,10 +70,6 @@ def include_dir() -> str:
     return str(importlib.resources.files(__package__) / "include")
 
 
-def _minor(version: str) -> str:
-    return ".".join(version.split(".")[:2])
-
-
 def _libraries_by_minor() -> dict[str, dict[str, Any]]:
     libraries = build_record()["libraries"]
     return dict(sorted(libraries.items(), key=lambda item: tuple(map(int, item[0].split(".")))))
@@ -98,7 +94,7 @@ def covered_releases() -> str:
 
 
 def _library_for(tf_version: str) -> dict[str, Any]:
-    library = build_record()["libraries"].get(_minor(tf_version))
+    library = build_record()["libraries"].get(".".join(tf_version.split(".")[:2]))
     if library is None:
         raise ImportError(
             f"tf_stopgrad has op libraries for TensorFlow {covered_releases()}, but TensorFlow "
@@ -157,8 +153,7 @@ def load_op_library() -> types.ModuleType:
     remedy = f"Reinstall tf_stopgrad: {build_command()}"
     if not os.path.isfile(path):
         raise ImportError(f"tf_stopgrad's op library is missing: {path} does not exist. {remedy}")
-    truncation = _truncation(path)
-    if truncation:
+    if truncation := _truncation(path):
         raise ImportError(f"tf_stopgrad's op library {path} is damaged: {truncation}. {remedy}")
     try:
         module = tf.load_op_library(path)
