@@ -45,10 +45,6 @@ KEPT_BUILD_DIRS = 4
 RELEASES_SETTING = "tensorflow"
 ARCHITECTURE_SETTING = "arch"
 ARCHITECTURES = ("x86_64", "aarch64")
-PREBUILT_WHEEL_HINT = (
-    "Or install the prebuilt wheel, which needs no compiler: pip install tf_stopgrad-*.whl "
-    "(see the README)."
-)
 
 # The version of the distribution that provides the `tensorflow` package, whatever its name
 # (tensorflow, tensorflow-cpu, tf-nightly), and the package's directory, without importing it
@@ -172,9 +168,9 @@ def _working_cxx_compiler(cross_architecture: str | None = None) -> list[str]:
         )
     raise _fail(
         "building from source needs a C++17 compiler, and none works here. Tried: "
-        f"{', '.join(tried)}. Install one (Debian/Ubuntu: apt-get install g++; "
-        "Fedora/RHEL: dnf install gcc-c++), or set CXX to one, then run pip again. "
-        + PREBUILT_WHEEL_HINT
+        f"{', '.join(tried)}. Install one (Debian/Ubuntu: apt-get install g++; Fedora/RHEL: dnf "
+        "install gcc-c++), or set CXX to one, then run pip again. Or install the prebuilt wheel, "
+        "which needs no compiler: pip install tf_stopgrad-*.whl (see the README)."
     )
 
 
@@ -251,7 +247,6 @@ def _build_settings(plan: _Plan):
     Only the ``KEPT_BUILD_DIRS`` most recently used directories are kept.
     """
     releases = plan.describe_releases()
-    releases_json = json.dumps(releases, indent=1, sort_keys=True)
     identity = [
         [release["version"], release["compile_options"],
          [os.path.getsize(library) for library in release["libraries"]]]
@@ -267,7 +262,7 @@ def _build_settings(plan: _Plan):
         os.utime(build_dir)  # the most recently used
         _delete_old_build_dirs()
         releases_file = build_dir / "tensorflow_releases.json"
-        releases_file.write_text(releases_json)
+        releases_file.write_text(json.dumps(releases, indent=1, sort_keys=True))
         settings = dict(plan.skbuild_settings)
         # scikit-build-core expands {wheel_tag}-style fields in it.
         settings["build-dir"] = str(build_dir).replace("{", "{{").replace("}", "}}")

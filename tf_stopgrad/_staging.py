@@ -39,16 +39,15 @@ def lock(path: Path, *, wait: bool) -> int | None:
     return None
 
 
-def remove_unless_locked(path: Path) -> bool:
-    """Removes the directory ``path`` unless a live process holds its lock; whether it did."""
+def remove_unless_locked(path: Path) -> None:
+    """Removes the directory ``path`` unless a live process holds its lock."""
     descriptor = lock(path, wait=False)
     if descriptor is None:
-        return False
+        return
     try:
         shutil.rmtree(path, ignore_errors=True)
     finally:
         os.close(descriptor)
-    return True
 
 
 def new_staging_directory(destination: Path, purpose: str) -> tuple[Path, int | None]:
