@@ -120,6 +120,17 @@ def test_workflows_pin_every_action_by_commit():
             assert pinned, f"{workflow.name}: {uses} is not pinned by commit (with # vX.Y.Z)"
 
 
+def test_ci_and_the_release_build_the_jars_with_the_same_jdk_release():
+    """setup-java's JDK, pinned to a full release, not a major that floats: the release job,
+    days after CI, builds the jars again, which must be CI's bytes (jars-ci), javac's classes
+    and javadoc's pages among them."""
+    javas = [re.search(r"distribution: (\S+)\n\s+java-version: (.*)\n", step).groups()
+             for workflow in sorted(WORKFLOWS.glob("*.yml"))
+             for step in workflow.read_text().split("uses: actions/setup-java@")[1:]]  # fmt: skip
+    assert len(javas) == 2 and len(set(javas)) == 1, javas
+    assert javas[0][0] == "temurin" and re.fullmatch(r'"17\.0\.\d+\+\d+"', javas[0][1]), javas
+
+
 @pytest.fixture
 def release_check(tmp_path):
     """``.ci/release.py check TAG NOTES`` on a copy of the files it reads, which a test may
@@ -360,6 +371,44 @@ def test_only_a_commit_on_main_is_released(tmp_path, tagged):
         assert ran.returncode == 1
         refusal = f"v9.9.9 tags {commit}, which is not on main: only main's commits are released"
         assert refusal in ran.stdout
+
+
+def test_each_irreversible_job_first_checks_that_the_tag_has_not_moved():
+    jobs = workflow_jobs("release.yml")
+    checks = {job: re.findall(r"^      - .*\n        run: (.*git ls-remote.*)$", lines, re.M)
+              for job, lines in jobs.items()}  # fmt: skip
+    assert {job for job, found in checks.items() if found} == {"pypi", "central-publish", "github"}
+    for job in ("pypi", "central-publish", "github"):
+        first = re.search(r"^    steps:\n      - (.*)\n(?:        .*\n)*", jobs[job], re.M)
+        assert "git ls-remote" in first.group(0), f"{job}: the tag's check is not its first step"
+    assert len({found[0] for found in checks.values() if found}) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tag", ["lightweight", "annotated", "moved", "deleted", "another"])
+def test_the_tag_check_passes_only_while_the_tag_points_at_the_run_s_commit(tmp_path, tag):
+    """release.yml's check before each irreversible step, against a repository that stands in for
+    GitHub's (GITHUB_SERVER_URL/GITHUB_REPOSITORY), its tag as the test leaves it."""
+    [script] = {script for script in run_blocks((WORKFLOWS / "release.yml").read_text())
+                if "git ls-remote" in script}  # fmt: skip
+    origin = tmp_path / "owner" / "tf_stopgrad"
+    git(tmp_path, "init", "-q", str(origin))
+    git(origin, "commit", "-q", "--allow-empty", "-m", "released")
+    commit = git(origin, "rev-parse", "HEAD")
+    git(origin, "tag", *(["-a", "-m", "v9.9.9"] if tag != "lightweight" else []), "v9.9.9")
+    git(origin, "tag", "v9.9.9.1")  # a tag the pattern must not take for v9.9.9
+    if tag == "moved":
+        git(origin, "commit", "-q", "--allow-empty", "-m", "after")
+        git(origin, "tag", "-f", "-a", "-m", "moved", "v9.9.9")
+    elif tag == "deleted":
+        git(origin, "tag", "-d", "v9.9.9")
+    environment = {**os.environ, "GITHUB_SERVER_URL": f"file://{tmp_path}", "GITHUB_SHA": commit,
+                   "GITHUB_REPOSITORY": "owner/tf_stopgrad", "GITHUB_REF": "refs/tags/v9.9.9",
+                   **({"GITHUB_SHA": "0" * 40} if tag == "another" else {})}  # fmt: skip
+    ran = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+                         cwd=tmp_path, env=environment, capture_output=True, text=True,
+                         timeout=60)  # fmt: skip
+    assert ran.returncode == (0 if tag in ("lightweight", "annotated") else 1), ran.stderr
 
 
 @pytest.mark.slow
