@@ -384,6 +384,20 @@ def test_each_irreversible_job_first_checks_that_the_tag_has_not_moved():
     assert len({found[0] for found in checks.values() if found}) == 1
 
 
+def test_every_file_of_the_github_release_is_attested_before_it_is_attached():
+    """The GitHub release's files carry a provenance attestation (Sigstore-signed, as PyPI's
+    do): every file it attaches, SHA256SUMS among them, attested before the release is made."""
+    github = workflow_jobs("release.yml")["github"]
+    steps = re.split(r"^(?=      - )", github, flags=re.M)
+    sums = [i for i, step in enumerate(steps) if "sha256sum -- * >SHA256SUMS" in step]
+    attest = [i for i, step in enumerate(steps) if "uses: actions/attest@" in step]
+    release = [i for i, step in enumerate(steps) if "gh release" in step]
+    assert len(sums) == len(attest) == len(release) == 1 and sums < attest < release, steps
+    assert "subject-path: files/*\n" in steps[attest[0]]
+    assert set(re.findall(r" (files/\S*)", steps[release[0]])) == {"files/*"}
+    assert re.search(r"^      id-token: write\b.*\n      attestations: write\b", github, re.M)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("tag", ["lightweight", "annotated", "moved", "deleted", "another"])
 def test_the_tag_check_passes_only_while_the_tag_points_at_the_run_s_commit(tmp_path, tag):
