@@ -23,6 +23,7 @@ from support import (
 from tensorflow.python.ops.parallel_for import pfor
 
 import tf_stopgrad
+from tf_stopgrad import _compat, testing
 from tf_stopgrad._cmake_package import cmake_dir
 from tf_stopgrad.testing import CHECKS, OpcheckResults, assert_opcheck, opcheck
 
@@ -145,6 +146,86 @@ def test_the_plugins_ops_fail_no_check_in_process(op_name):
     assert_opcheck(OP_PAIRS[op_name][0], PLUGIN_SAMPLES, checks=IN_PROCESS)
 
 
+# --- with a GPU visible ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def gpu_visible(monkeypatch):
+    """opcheck sees CPU:0 and GPU:0, as on a GPU machine. Without a GPU, TensorFlow's CUDA build
+    still registers its GPU kernels, which `registered` reads, and runs what `modes` places on
+    GPU:0 on the CPU (soft placement): a GPU run checks the placement itself."""
+    if not any(k.device_type == "GPU" for k in _compat.registered_kernels("StopGradient")):
+        pytest.skip("this TensorFlow registers no GPU kernel")
+    monkeypatch.setattr(testing, "_visible_devices", lambda: ["CPU:0", "GPU:0"])
+
+
+@pytest.mark.core
+@pytest.mark.parametrize(("op_name", "side"), [(name, side) for name in sorted(OP_PAIRS)
+                                               for side in (0, 1)])  # fmt: skip
+def test_with_a_gpu_visible_our_ops_and_the_builtins_fail_nothing_and_name_the_cpu_fallback(
+        gpu_visible, op_name, side):
+    # TensorFlow has no GPU kernel of StopGradient for quantized types, nor of PreventGradient
+    # for int32: its placer runs them on the CPU, which is not a defect.
+    expect = {"vmap": "No pfor vectorization defined for PreventGradient"} if side and \
+        op_name == "prevent_gradient" else {}  # fmt: skip
+    results = assert_opcheck(OP_PAIRS[op_name][side], PLUGIN_SAMPLES, checks=IN_PROCESS,
+                             expect=expect)  # fmt: skip
+
+    op_type = (OP_TYPES[op_name], OP_TYPES[op_name].partition(">")[2])[side]
+    assert f"on GPU, {op_type} runs on the CPU for " in results["registered"].reason
+    assert "qint8" in results["registered"].reason.partition("runs on the CPU for")[2]
+    assert "agree on CPU:0, GPU:0" in results["modes"].reason
+
+
+def every_declared(op_type: str, arguments: int) -> list[tuple]:
+    """A sample of each dtype that the OpDef of ``op_type`` declares for its attribute T."""
+    attr = next(a for a in _compat.registered_op_def(op_type).attr if a.name == "T")
+    return [(sample(tf.as_dtype(t), (2, 4), seed),) * arguments  # Relu<qint8>: 4 per row
+            for seed, t in enumerate(attr.allowed_values.list.type)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("fn", "samples", "fallback"),
+    [(tf.identity, PLUGIN_SAMPLES, "on GPU, Identity runs on the CPU for qint16, qint32, qint8"),
+     (tf.stop_gradient, PLUGIN_SAMPLES, "on GPU, StopGradient runs on the CPU for qint16"),
+     (tf.nn.relu, every_declared("Relu", 1), "on CPU, Relu runs on the GPU only, and is left out "
+                                             "for qint8; on GPU, Relu runs on the CPU for int32"),
+     (tf.math.add, every_declared("AddV2", 2), "AddV2: an OpDef, and a kernel on CPU, GPU for "
+                                               "every sample")],
+    ids=["identity", "stop_gradient", "relu", "add"],
+)  # fmt: skip
+def test_with_a_gpu_visible_tensorflows_own_ops_fail_nothing(gpu_visible, fn, samples, fallback):
+    results = assert_opcheck(fn, samples, checks=IN_PROCESS)
+
+    assert fallback in results["registered"].reason
+    assert "agree on CPU:0, GPU:0" in results["modes"].reason
+
+
+def test_with_a_gpu_visible_a_dtype_no_device_has_a_kernel_for_still_fails(gpu_visible):
+    # MatrixSquareRoot declares float16, and no device has a kernel for it.
+    spd = np.array([[2.0, 0.5], [0.5, 1.0]])
+    results = opcheck(tf.linalg.sqrtm, [(spd.astype(np.float32),), (spd.astype(np.float16),)],
+                      checks=["registered"])  # fmt: skip
+
+    assert str(results["registered"]) == ("failed: no kernel for (MatrixSquareRoot, CPU, "
+                                          "float16); no kernel for (MatrixSquareRoot, GPU, "
+                                          "float16)")  # fmt: skip
+
+
+def test_with_a_gpu_visible_modes_compares_the_gpus_outputs_with_the_cpus(gpu_visible):
+    def differs_on_gpu(x):  # as a GPU kernel that computes something else
+        return x + float("GPU" in (_compat.context().device_name or ""))
+
+    results = opcheck(differs_on_gpu, FLOAT_SAMPLES[:1], checks=["modes"])
+
+    # Its traces (made on the CPU first) run unchanged under GPU:0: its eager call differs.
+    assert results["modes"].reason.startswith(
+        "sample 0 (float32[2, 3]), GPU:0, eagerly: output 0: at [0, 0] np.float32(1.0")
+    testing._visible_devices = lambda: ["CPU:0"]  # monkeypatch restores it
+    assert opcheck(differs_on_gpu, FLOAT_SAMPLES[:1], checks=["modes"])["modes"].status == "ok"
+
+
 @pytest.mark.slow
 @pytest.mark.core
 def test_a_model_of_the_plugins_ops_loads_with_it_in_a_fresh_process_and_only_with_it():
@@ -210,7 +291,125 @@ def test_checks_that_cannot_apply_are_skipped_with_the_reason():
 def test_strings_are_checked_without_xla_which_has_no_string_type():
     results = assert_opcheck(tf.identity, [(np.array([b"a", b"bc"], object),)])
 
-    assert "(XLA has no type for string: jit_compile not tried)" in results["modes"].reason
+    assert results["modes"].reason == ("eager and tf.function agree on CPU:0 (XLA has no type "
+                                       "for string: jit_compile not tried)")  # fmt: skip
+
+
+@pytest.mark.parametrize("fn", [tf.math.is_nan, tf.math.is_finite,
+                                lambda p: tf.math.in_top_k([0, 2], p, 1)])  # fmt: skip
+def test_an_op_without_a_floating_output_needs_no_gradient(fn):
+    x = tf.constant([[1.0, np.nan, np.inf], [0.5, -2.0, 3.0]])
+    with tf.GradientTape() as tape:  # a tape through it works: no gradient flows through it
+        tape.watch(x)
+        y = tf.reduce_sum(tf.cast(fn(x), tf.float32)) * tf.reduce_sum(x)
+    assert tape.gradient(y, x) is not None
+    results = opcheck(fn, [(x,)], checks=["gradient"])
+
+    assert str(results["gradient"]) == ("skipped: no output is floating: a gradient through fn "
+                                        "is None, as through tf.math.is_nan")  # fmt: skip
+
+
+def test_a_sample_the_shape_function_refuses_fails_nothing_and_its_kernel_is_not_run():
+    run_eagerly_on = []
+
+    def inverse(x):
+        if tf.executing_eagerly():
+            run_eagerly_on.append(x.shape.rank)
+        return tf.linalg.inv(x)
+
+    # tf.linalg.inv's shape function and kernel both refuse a scalar, with a clean error.
+    invertible = np.array([[1, 1], [0, 1]], np.float32)  # and so are vmap's rotations of it
+    results = assert_opcheck(inverse, [(invertible,), (np.float32(2),)],
+                             checks=IN_PROCESS)  # fmt: skip
+
+    assert results["shape_fn"].reason.startswith(
+        "inferred shapes and dtypes agree with the kernel's; the shape function refuses sample 1 "
+        "(float32[]) (ValueError: Shape must be at least rank 2 but is rank 0")
+    assert results["shape_fn"].reason.endswith("so it is left out, and its kernel not run on it")
+    assert 0 not in run_eagerly_on  # a kernel that CHECKs its rank would end the process
+
+
+FN_OF_NOTHING = "lambda: tf.math.add(tf.range(3.0), 1.0)"
+
+
+@pytest.mark.slow
+def test_a_function_of_no_arguments_fails_nothing_whatever_ran_before():
+    results = assert_opcheck(eval(FN_OF_NOTHING), [()])
+
+    assert str(results["vmap"]) == "skipped: fn takes no argument to batch"
+    assert str(results["modes"]) == "ok: eager, tf.function and jit_compile agree on CPU:0"
+    # A fresh process, where no eager op has run yet (XLA registers its kernels at the first).
+    fresh = subprocess.run(
+        [sys.executable, "-c", "import tensorflow as tf; from tf_stopgrad.testing import opcheck; "
+         f"print(opcheck({FN_OF_NOTHING}, [()], checks=['modes'])['modes'])"],
+        capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert fresh.stdout.strip() == str(results["modes"]), fresh.stderr[-3000:]
+
+
+def test_retrace_that_tried_no_larger_batch_says_so_and_gives_the_whole_refusal():
+    def two_rows_per_group(x):  # refuses any batch but a multiple of two rows
+        return tf.reshape(x, tf.stack([2, -1, tf.shape(x)[1]]))
+
+    results = opcheck(two_rows_per_group, [(np.ones([2, 3], np.float32),)], checks=["retrace"])
+
+    assert str(results["retrace"]) == (
+        "skipped: fn refused every batch larger than its sample, so no other batch size was "
+        "tried: a batch of 3 made from sample 0 (float32[2, 3]): InvalidArgumentError: Input to "
+        "reshape is a tensor with 9 values, but the requested shape requires a multiple of 6; "
+        "and 1 more")
+
+
+# State a test file reaches through a module global, as the natural way to write one.
+WORDS = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(["a", "b"], [1, 2]), -1)
+
+
+def look_up(words):
+    return WORDS.lookup(words)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fn", [look_up, lambda words: look_up(words),
+                                functools.partial(look_up)], ids=["global", "wrapper", "partial"])
+def test_a_model_saves_the_state_fn_reaches_through_a_global_or_a_wrapper(fn):
+    results = assert_opcheck(fn, [(np.array([b"a", b"c", b"b"], object),)],
+                             checks=["saved_model"])  # fmt: skip
+
+    assert results["saved_model"].reason.startswith("a fresh process that loads only TensorFlow "
+                                                    "gives the same outputs")  # fmt: skip
+
+
+def test_a_failure_by_design_can_be_expected_and_only_it():
+    prevent = functools.partial(builtin_prevent_gradient, message="m")
+    results = assert_opcheck(prevent, FLOAT_SAMPLES[:1], checks=["vmap", "pure"],
+                             expect={"vmap": "No pfor vectorization defined"})  # fmt: skip
+
+    assert results["vmap"].reason.startswith(
+        "fails as expected, with 'No pfor vectorization defined': sample 0 (float32[2, 3]): "
+        "tf.vectorized_map fails without its while_loop fallback")
+    with pytest.raises(AssertionError, match=r"  pure: failed: expected to fail with 'x', but ok: "
+                       r"inputs unchanged"):  # fmt: skip
+        assert_opcheck(prevent, FLOAT_SAMPLES[:1], checks=["pure"], expect={"pure": "x"})
+    # XLA's float16 sum rounds otherwise than the eager kernel's, on both samples.
+    samples = [(RNG.standard_normal([64, 256]).astype(np.float16),) for _ in range(2)]
+    partly = opcheck(functools.partial(tf.reduce_sum, axis=1), samples, checks=["modes"],
+                     expect={"modes": "sample 0 "})  # fmt: skip
+    assert partly["modes"].reason.startswith("sample 1 (float16[64, 256]), CPU:0, with jit_compile")
+
+
+def test_an_op_without_an_xla_kernel_by_design_keeps_the_other_comparisons():
+    # MatrixSquareRoot has no XLA kernel; the eager and tf.function outputs are still compared.
+    spd = (np.array([[2.0, 0.5], [0.5, 1.0]], np.float32),)
+    results = assert_opcheck(tf.linalg.sqrtm, [spd], checks=["modes"],
+                             expect={"modes": "with jit_compile fails"})  # fmt: skip
+
+    assert results["modes"].reason.startswith(
+        "fails as expected, with 'with jit_compile fails': sample 0 (float32[2, 2]) on CPU:0: "
+        "with jit_compile fails: InvalidArgumentError: ")
+    with pytest.raises(AssertionError, match=r"modes: failed: sample 0 \(float32\[2, 2\]\), "
+                       r"CPU:0, in tf.function: output 0"):  # fmt: skip
+        assert_opcheck(lambda x: tf.linalg.sqrtm(x) + float(tf.executing_eagerly()), [spd],
+                       checks=["modes"],
+                       expect={"modes": "with jit_compile fails"})  # fmt: skip
 
 
 def test_checks_runs_the_checks_named_in_its_order():
@@ -243,10 +442,12 @@ def test_an_op_that_raises_when_it_runs_fails_the_checks_that_run_it_and_opcheck
     assert results["shape_fn"].reason.startswith(
         "sample 0 (float32[2]): fn raised InvalidArgumentError: found a NaN : Tensor had NaN "
         "values")
-    # retrace traces fn, which works; that the batches made from the sample are refused at run
-    # time is noted: those inputs are opcheck's, not the author's.
+    # retrace traces fn, which works; the batches made from the sample are refused at run time,
+    # which is no failure (those inputs are opcheck's, not the author's), but verifies nothing.
     assert set(results.failures()) == set(CHECKS) - {"registered", "retrace"}, str(results)
-    assert "fn refused a batch of 2 made from sample 0" in results["retrace"].reason
+    assert str(results["retrace"]).startswith(
+        "skipped: fn refused every batch larger than its sample, so no other batch size was tried: "
+        "a batch of 2 made from sample 0 (float32[2]): InvalidArgumentError: found a NaN")
     assert "found a NaN : Tensor had NaN values" in results["saved_model"].reason
     with pytest.raises(AssertionError, match=r"opcheck: 6 of 8 checks failed\n  shape_fn: "
                        r"failed: sample 0 \(float32\[2\]\): fn raised") as raised:
@@ -263,8 +464,11 @@ def test_an_op_that_cannot_be_built_fails_registered_and_the_others_leave_it_out
 
     assert str(results["registered"]) == ("failed: sample 0 (float32[2, 3]): fn cannot build its "
                                           "ops: RuntimeError: kernel exploded")  # fmt: skip
-    assert {str(result) for name, result in results.items() if name != "registered"} == {
-        "skipped: fn builds and runs its ops on no sample (see registered)"}
+    assert str(results["shape_fn"]) == ("skipped: fn builds and runs its ops on no sample (see "
+                                        "registered)")  # fmt: skip
+    assert {str(result) for name, result in results.items() if name not in (
+        "registered", "shape_fn")} == {
+        "skipped: fn builds and runs its ops on no sample (see registered, shape_fn)"}
 
 
 def test_assert_opcheck_raises_with_the_failures():
@@ -291,7 +495,12 @@ X = np.ones([2], np.float32)
         (tf.identity, [(tf.Variable(X),)], {}, TypeError, "argument 0 is a ResourceVariable"),
         (tf.identity, [(X,)], {"checks": ["shapes"]}, ValueError,
          r"unknown check \['shapes'\]: the checks are registered, shape_fn, gradient, modes"),
-        (tf.identity, [(X,)], {"checks": "pure"}, ValueError, "unknown check pure"),
+        (tf.identity, [(X,)], {"checks": "pure"}, TypeError,
+         "checks must be a list of check names, such as ['pure']; got the string 'pure'"),
+        (tf.identity, [(X,)], {"expect": {"vmap": ""}}, TypeError,
+         "expect maps a check to words its failure says"),
+        (tf.identity, [(X,)], {"expect": {"vmapp": "No pfor"}}, ValueError,
+         "unknown check ['vmapp']"),
         (tf.identity, [(X,)], {"library": "no/such/lib.so"}, ValueError,
          "library 'no/such/lib.so' is neither an op library file nor a module that can be "
          "imported"),
@@ -299,7 +508,8 @@ X = np.ones([2], np.float32)
          "library 'no_such_module'"),
     ],
     ids=["fn", "no-samples", "samples-array", "sample-not-tuple", "argument-list", "variable",
-         "unknown-check", "checks-string", "library-path", "library-module"],
+         "unknown-check", "checks-string", "expect-no-words", "expect-unknown-check",
+         "library-path", "library-module"],
 )  # fmt: skip
 def test_bad_arguments_are_refused_before_any_check_runs(fn, samples, options, error, message):
     with pytest.raises(error, match=re.escape(message) if "\\" not in message else message):

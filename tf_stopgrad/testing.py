@@ -8,8 +8,8 @@ Each check runs the op on the author's own samples and holds it to what TensorFl
 ops guarantee (docs/opcheck.md: what each check means, and what to do when it fails). A broken op
 never makes opcheck raise: whatever goes wrong in a check is that check's ``failed`` (a kernel that
 crashes the process ends it, as it ends any). A sample whose failure one check reports (no kernel
-for it, a shape function that refuses or lies) is left out of the checks it would break too, so
-that each defect fails one check.
+for it, a shape function that lies) is left out of the checks it would break too, so that each
+defect fails one check; so is a sample that the shape function refuses, which fails nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,8 @@ FRESH_PROCESS_TIMEOUT_S = 300
 TOLD = (r"No registered '[^']+' OpKernel for \S+ devices", r"No pfor vectorization defined for \S+",
         r"Op type not registered '[^']+'")
 MARKS = r"{{[^}]*}}\s*"  # TensorFlow's {{node ...}} and {{function_node ...}}
+# The lines of a function's error that come before what it says: its heading and the traceback.
+PREAMBLE = r"Graph execution error:|Detected at node|File \""
 XLA_ADVICE = (". Register an XLA kernel (REGISTER_XLA_OP), and load the library before TensorFlow "
               "runs its first op: TensorFlow makes XLA's kernels once")
 OPAQUE = (tf.variant, tf.resource)  # dtypes whose values cannot be read, only their shapes
@@ -75,7 +78,11 @@ class OpcheckResults(dict):
 
 
 class _Verdict(Exception):
-    """Ends a check otherwise than ``ok``: ``_Verdict("failed", reason)``."""
+    """Ends a check otherwise than ``ok``: ``_Verdict("failed", reason or list of problems)``."""
+
+    def __init__(self, status: str, reason: str | list[str]):
+        super().__init__(status, reason if isinstance(reason, str) else _listed(reason))
+        self.problems = [reason] if isinstance(reason, str) else reason
 
 
 def as_bits(tensor: tf.Tensor) -> tuple:
@@ -93,7 +100,9 @@ def _flat(outputs: Any) -> list[tf.Tensor]:
 def _told(error: BaseException) -> str:
     """What a TensorFlow error says went wrong, in one line, without its {{node ...}} marks."""
     found = [m.group(0) for pattern in TOLD if (m := re.search(pattern, str(error)))]
-    line = (found or [line.strip() for line in str(error).splitlines() if line.strip()] or [""])[0]
+    lines = [line.strip() for line in str(error).splitlines()
+             if line.strip() and not re.match(PREAMBLE, line.strip())]
+    line = (found or lines or [""])[0]
     return f"{type(error).__name__}: {re.sub(MARKS, '', line)[:300]}"
 
 
@@ -156,14 +165,20 @@ def _difference(expected: Any, actual: Any, rtol=0.0, atol=0.0, bits=True) -> st
     return f"at {list(at)} {got[at]!r}, expected {want[at]!r}"
 
 
+def _visible_devices() -> list[str]:
+    """The devices the checks run on: the CPU, and GPU:0 where TensorFlow sees a GPU."""
+    return ["CPU:0"] + (["GPU:0"] if tf.config.list_logical_devices("GPU") else [])
+
+
 class _Run:
     """One opcheck call: the op, its samples, and what several checks share, computed once."""
 
     def __init__(self, fn: Callable[..., Any], samples: list[_Sample], library, rtol, atol):
         self.fn, self.samples, self.library, self.rtol, self.atol = fn, samples, library, rtol, atol
-        self.devices = ["CPU:0"] + (["GPU:0"] if tf.config.list_logical_devices("GPU") else [])
+        self.devices = _visible_devices()
         self.function = tf.function(fn, autograph=False)
-        self.jit = tf.function(fn, autograph=False, jit_compile=True)
+        self.ways = {"eagerly": fn, "in tf.function": self.function,
+                     "with jit_compile": tf.function(fn, autograph=False, jit_compile=True)}
         self.vectorized = tf.function(autograph=False)(lambda *batch: tf.vectorized_map(
             lambda example: fn(*example), batch, fallback_to_while_loop=False))
         self.gradient_ways = {
@@ -171,10 +186,15 @@ class _Run:
             "by v1 gradients": tf.function(self.v1_gradients, autograph=False),
             "in tf.function": tf.function(self.tape_gradients, autograph=False),
             "with jit_compile": tf.function(self.tape_gradients, autograph=False, jit_compile=True)}
-        # The dtypes XLA compiles: those of its kernel for a function's arguments.
-        self.xla_types = {tf.as_dtype(t).name for k in _compat.registered_kernels("_Arg")
-                          if k.device_type == "XLA_CPU_JIT" for c in k.constraint
-                          for t in c.allowed_values.list.type}
+
+    @functools.cache  # noqa: B019 (a run lives as long as its opcheck call)
+    def xla_types(self, device: str) -> set[str]:
+        """The dtypes XLA compiles on ``device``: those of its kernel for a function's arguments,
+        which XLA registers when the process makes its first eager tensor."""
+        tf.constant(0)
+        jit = f"XLA_{device.split(':')[0]}_JIT"
+        return {tf.as_dtype(t).name for k in _compat.registered_kernels("_Arg")
+                if k.device_type == jit for c in k.constraint for t in c.allowed_values.list.type}
 
     def call(self, tensors: Sequence[tf.Tensor]) -> list[tf.Tensor]:
         return _flat(self.fn(*tensors))
@@ -233,7 +253,8 @@ class _Run:
 
     def usable(self) -> list[_Sample]:
         if not (usable := [s for s in self.samples if not self.reported_by(s)]):
-            raise _Verdict("skipped", "fn builds and runs its ops on no sample (see registered)")
+            raise _Verdict("skipped", "fn builds and runs its ops on no sample (see registered, "
+                           "shape_fn)")
         return usable
 
     @functools.cache  # noqa: B019
@@ -256,8 +277,8 @@ class _Run:
 
     @functools.cache  # noqa: B019
     def shape_problems(self, sample: _Sample) -> tuple[list[str], list[str]]:
-        """Where the inferred shapes and dtypes contradict the kernel's, and where inference
-        refused partial shapes. With the shapes known, a refusal contradicts, and ranks agree."""
+        """Where the inferred shapes and dtypes contradict the kernel's (ranks too, with the
+        shapes known), and where inference refused partial shapes."""
         problems: list[str] = []
         refused: list[str] = []
         for unknown in ("", "dimensions", "rank"):
@@ -288,9 +309,10 @@ class _Run:
 
     @functools.cached_property
     def ungradable(self) -> list[str]:
-        """The ops under test with a floating input that the gradient registry has no entry for."""
+        """The ops under test with floating inputs and outputs that have no gradient registered."""
         floating = {node.op for nodes in self.nodes.values() for node in nodes
-                    if any(map(_differentiable, _input_types(node)))}
+                    if all(any(map(_differentiable, _arg_types(node, args)))
+                           for args in ("input_arg", "output_arg"))}
         return [op for op in sorted(floating) if _gradient_of(op) == "missing"]
 
     def gradients(self, sample: _Sample, how: str) -> list[tf.Tensor | None]:
@@ -332,10 +354,10 @@ def _kernel_runs(kernel: Any, node: Any) -> bool:
     return True
 
 
-def _input_types(node: Any) -> list[tf.DType]:
-    """The dtypes of a NodeDef's inputs, as its OpDef declares them."""
+def _arg_types(node: Any, args: str) -> list[tf.DType]:
+    """The dtypes of a NodeDef's ``args`` (input_arg or output_arg), as its OpDef declares them."""
     types: list[int] = []
-    for arg in getattr(_compat.registered_op_def(node.op), "input_arg", ()):
+    for arg in getattr(_compat.registered_op_def(node.op), args, ()):
         attr = node.attr[arg.type_attr or arg.type_list_attr]
         types += [arg.type] if arg.type else [attr.type] if arg.type_attr else attr.list.type
     return [tf.as_dtype(t) for t in types if t]
@@ -374,33 +396,56 @@ def _check_registered(run: _Run) -> str:
     unbuilt = [f"{s}: fn cannot build its ops: {_told(error)}" for s in run.samples if isinstance(
         error := run.trace(s), Exception) and run.reported_by(s) == "registered"]
     missing = [f"no OpDef for {op}" for op in run.op_types if _compat.registered_op_def(op) is None]
-    gaps = sorted({f"no kernel for ({', '.join(gap)})" for gaps in run.kernel_gaps.values()
-                   for gap in gaps})
-    if unbuilt or missing or gaps:
-        raise _Verdict("failed", _listed(unbuilt + missing + gaps))
-    devices = ", ".join(dict.fromkeys(d.split(":")[0] for d in run.devices))
-    return f"{', '.join(run.op_types)}: an OpDef, and a kernel on {devices} for every sample"
+    gaps = sorted({gap for gaps in run.kernel_gaps.values() for gap in gaps})
+    # TensorFlow's placer runs an op on a device that has a kernel for it: a gap is a defect only
+    # on every device. The checks after this one run on the CPU, and leave its gaps out.
+    lacking: dict[tuple[str, str], list[str]] = {}
+    for op, device, types in gaps:
+        lacking.setdefault((op, types), []).append(device)
+    kinds, notes = [device.split(":")[0] for device in run.devices], defaultdict(list)
+    for (op, types), devices in lacking.items():
+        if devices != kinds:
+            where = "the CPU" if devices == ["GPU"] else "the GPU only, and is left out"
+            notes[f"on {devices[0]}, {op} runs on {where}"].append(types)
+    if failed := unbuilt + missing + [f"no kernel for ({', '.join(gap)})" for gap in gaps
+                                      if lacking[gap[::2]] == kinds]:
+        raise _Verdict("failed", failed)
+    full = ", ".join(kind for kind in kinds if all(gap[1] != kind for gap in gaps)) or "a device"
+    noted = "".join(f"; {where} for {', '.join(types)}" for where, types in notes.items())
+    return f"{', '.join(run.op_types)}: an OpDef, and a kernel on {full} for every sample{noted}"
 
 
 def _check_shape_fn(run: _Run) -> str:
-    found = [run.shape_problems(s) for s in run.samples if run.reported_by(s) in ("", "shape_fn")]
-    if not found:
+    found = [run.shape_problems(s) for s in run.samples if not run.reported_by(s)]
+    # A sample the shape function refuses is the caller's error: the kernel is not run on it.
+    rejected = [f"{s} ({_told(run.trace(s))})" for s in run.samples  # type: ignore[arg-type]
+                if run.reported_by(s) == "shape_fn"]
+    if not found and not rejected:
         raise _Verdict("skipped", "fn builds and runs its ops on no sample (see registered)")
     if problems := [problem for sample_problems, _ in found for problem in sample_problems]:
-        raise _Verdict("failed", _listed(problems))
+        raise _Verdict("failed", problems)
     refused = [refusal for _, refusals in found for refusal in refusals]
     note = f"; inference refuses partial shapes: {_listed(refused, 1)}" if refused else ""
-    return f"inferred shapes and dtypes agree with the kernel's{note}"
+    if rejected:
+        note += f"; the shape function refuses {_listed(rejected, 1)}, so it is left out, and " \
+                "its kernel not run on it"
+    agree = "inferred shapes and dtypes agree with the kernel's" if found else "no sample to run"
+    return agree + note
 
 
 def _check_gradient(run: _Run) -> str:
     samples = [s for s in run.usable() if any(map(_differentiable, s.dtypes))]
     if not samples:
         raise _Verdict("skipped", "no sample has a floating input")
+    # No gradient flows through an op without a floating output: the tape gives None.
+    if not (samples := [s for s in samples if any(
+            _differentiable(t.dtype) for t in run.trace(s)[1])]):  # type: ignore[index]
+        raise _Verdict("skipped", "no output is floating: a gradient through fn is None, as "
+                       "through tf.math.is_nan")
     if run.ungradable:
-        raise _Verdict("failed", _listed([f"no gradient is registered for {op}: register one with "
-                                          "@tf.RegisterGradient, or declare that it has none "
-                                          "with tf.no_gradient" for op in run.ungradable]))
+        raise _Verdict("failed", [f"no gradient is registered for {op}: register one with "
+                                  "@tf.RegisterGradient, or declare that it has none with "
+                                  "tf.no_gradient" for op in run.ungradable])
     notes = [f"{op} is declared not differentiable" for op in run.op_types
              if _gradient_of(op) == "none"]
     problems, wrong_shapes = [], [s for s in samples if run.shape_problems(s)[0]]
@@ -424,7 +469,7 @@ def _check_gradient(run: _Run) -> str:
         for how in ("in tf.function", "by v1 gradients"):
             problems += run.gradient_differences(sample, found["eagerly"], found[how], how)
     if problems:
-        raise _Verdict("failed", _listed(problems))
+        raise _Verdict("failed", problems)
     if wrong_shapes:
         left_out = f"{len(wrong_shapes)} of {len(samples)} samples, whose inferred shapes are " \
                    "wrong (see shape_fn)"
@@ -435,44 +480,53 @@ def _check_gradient(run: _Run) -> str:
 
 
 def _check_modes(run: _Run) -> str:
-    problems, notes = [], []
+    problems, notes, jitted = [], [], []
     for device, sample in ((d, s) for d in run.devices for s in run.usable()):
-        with tf.device(device):
-            expected = run.guarded(sample, run.call, sample.tensors())
-            ways = {"tf.function": run.function, "jit_compile": run.jit}
-            if untyped := {t.dtype.name for t in [*sample.tensors(), *expected]} - run.xla_types:
-                notes.append(f"XLA has no type for {', '.join(sorted(untyped))}: jit_compile not "
-                             "tried")
-                del ways["jit_compile"]
-            found = {}
-            for how, way in ways.items():
-                try:
+        # Every way, on every device, must give the CPU's eager outputs: where a device has no
+        # kernel for a dtype, TensorFlow runs the op on the CPU, as these calls do.
+        expected = run.eager(sample)
+        ways = {how: way for how, way in run.ways.items() if how != "eagerly" or device != "CPU:0"}
+        if untyped := {t.dtype.name for t in [*sample.tensors(), *expected]} - run.xla_types(
+                device):
+            notes.append(f"XLA has no type for {', '.join(sorted(untyped))}: jit_compile not "
+                         "tried")
+            del ways["with jit_compile"]
+        jitted.append("with jit_compile" in ways)
+        found = {}
+        for how, way in ways.items():
+            try:
+                with tf.device(device):
                     found[how] = _flat(way(*sample.tensors()))
-                except Exception as error:
-                    raise _Verdict("failed", f"{sample} on {device}: {how} fails: {_told(error)}"
-                                   + XLA_ADVICE * (how == "jit_compile")) from error
+            except Exception as error:
+                problems.append(f"{sample} on {device}: {how} fails: {_told(error)}"
+                                + XLA_ADVICE * (how == "with jit_compile"))
         for how, outputs in found.items():
             problems += run.compare(sample, expected, outputs, f"{device}, {how}")
         if run.ungradable or run.shape_problems(sample)[0] or not any(
                 map(_differentiable, sample.dtypes)):
             continue
         try:
-            with tf.device(device):
+            with tf.device("CPU:0"):
                 eager = run.gradients(sample, "eagerly")
-                for how in ("in tf.function", "with jit_compile")[: len(found)]:
+            with tf.device(device):
+                for how in found:
                     problems += run.gradient_differences(
                         sample, eager, run.gradients(sample, how), f"on {device} {how}")
         except LookupError:
             notes.append("the gradient refuses by design, so only outputs are compared")
     if problems:
-        raise _Verdict("failed", _listed(problems))
+        raise _Verdict("failed", problems)
     note = f" ({_listed(notes)})" if notes else ""
-    return f"eager, tf.function and jit_compile agree on {', '.join(run.devices)}{note}"
+    agreeing = ("eager and tf.function", "eager, tf.function and, where tried, jit_compile",
+                "eager, tf.function and jit_compile")[any(jitted) + all(jitted)]
+    return f"{agreeing} agree on {', '.join(run.devices)}{note}"
 
 
 def _check_vmap(run: _Run) -> str:
+    if not (samples := [s for s in run.usable() if s.arrays]):
+        raise _Verdict("skipped", "fn takes no argument to batch")
     problems = []
-    for sample in run.usable():
+    for sample in samples:
         # A batch of three: the sample, and its values rotated by one and by two.
         examples = [[np.roll(a.reshape(-1), k).reshape(a.shape) for a in sample.arrays]
                     for k in range(3)]
@@ -503,7 +557,7 @@ def _check_retrace(run: _Run) -> str:
             signatures.setdefault(str(specs), (sample, specs, batched, size))
     if not signatures:
         raise _Verdict("skipped", "no sample has an input with a batch dimension (size 1 or more)")
-    refused = []
+    refused, served = [], 0
     for sample, specs, batched, size in signatures.values():
         traced = tf.function(run.fn, input_signature=specs, autograph=False)
         try:
@@ -517,10 +571,14 @@ def _check_retrace(run: _Run) -> str:
             try:
                 traced(*sample.tensors([a[rows] if b else a
                                         for a, b in zip(sample.arrays, batched)]))
+                served += len(rows) > size
             except tf.errors.OpError as error:  # inputs tied otherwise than by their first axis
                 refused.append(f"a batch of {len(rows)} made from {sample}: {_told(error)}")
         if (traces := traced.experimental_get_tracing_count()) != 1:
             raise _Verdict("failed", f"{sample}: {traces} traces for one signature")
+    if not served:
+        raise _Verdict("skipped", "fn refused every batch larger than its sample, so no other "
+                       f"batch size was tried: {_listed(refused, 1)}")
     note = f" (fn refused {_listed(refused, 1)})" if refused else ""
     return f"one trace serves batch sizes n, n+1 and 2n+1, for each of {len(signatures)} " \
            f"signatures{note}"
@@ -544,7 +602,7 @@ def _check_pure(run: _Run) -> str:
                         f"{random[0]} gave other outputs: Grappler may fold it into a constant or "
                         "merge two calls. Declare it SetIsStateful(), or make it deterministic")
     if problems:
-        raise _Verdict("failed", _listed(problems))
+        raise _Verdict("failed", problems)
     if random:
         return f"inputs unchanged; outputs vary, as stateful {', '.join(stateful)} may make them"
     return "inputs unchanged, and the same outputs for the same inputs"
@@ -584,6 +642,22 @@ for sample in sorted((directory / "inputs").iterdir()):
 """
 
 
+def _held(thing: Any, seen: set[int]) -> list[Any]:
+    """The trackable objects (tables, variables) that ``thing`` is or reaches: a function, through
+    its object, closure and the globals it names, and the functions (or partials) those are."""
+    thing = getattr(thing, "python_function", thing)  # a tf.function's Python function
+    if isinstance(thing, _compat.Trackable):
+        return [thing]
+    if id(thing) in seen or str(getattr(thing, "__module__", "")).startswith("tensorflow"):
+        return []
+    seen.add(id(thing))
+    parts = [getattr(thing, name, None) for name in ("__self__", "__func__", "func")]
+    if code := getattr(thing, "__code__", None):
+        parts += [cell.cell_contents for cell in thing.__closure__ or ()]
+        parts += [thing.__globals__.get(name) for name in code.co_names]
+    return [held for part in parts if part is not None for held in _held(part, seen)]
+
+
 def _fresh_process(directory: str, library: str) -> str:
     """Runs _FRESH_PROCESS; returns the error it ended with, in one line ('' if none)."""
     try:
@@ -613,17 +687,13 @@ def _check_saved_model(run: _Run) -> str:
     with tempfile.TemporaryDirectory(prefix="opcheck-") as directory:
         module = tf.Module()
         module.call = tf.function(run.fn, autograph=False)
-        # What fn uses that the model must save too (a tokenizer's tables): its object, if it is a
-        # method, and what it closes over.
-        held = [getattr(run.fn, "__self__", None),
-                *(cell.cell_contents for cell in getattr(run.fn, "__closure__", None) or ())]
-        module.held = [thing for thing in held if isinstance(thing, _compat.Trackable)]
+        module.held = _held(run.fn, set())  # what the model must save too: a tokenizer's tables
         for sample in samples:
             module.call.get_concrete_function(*sample.tensors())
+            (folder := Path(directory, "inputs", f"{sample.index:04d}")).mkdir(parents=True)
             for i, (array, dtype) in enumerate(zip(sample.arrays, sample.dtypes)):
-                path = Path(directory, "inputs", f"{sample.index:04d}", f"{i:04d}")
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(tf.make_tensor_proto(array, dtype).SerializeToString())
+                (folder / f"{i:04d}").write_bytes(
+                    tf.make_tensor_proto(array, dtype).SerializeToString())
         tf.saved_model.save(module, str(Path(directory, "model")))
         if error := _fresh_process(directory, run.library or ""):
             raise _Verdict("failed", f"in a fresh process that loads {loads}, the SavedModel does "
@@ -633,7 +703,7 @@ def _check_saved_model(run: _Run) -> str:
             sample, run.eager(sample),
             _tensors_in(Path(directory, "outputs", f"{sample.index:04d}")), "the loaded model")]
     if problems:
-        raise _Verdict("failed", _listed(problems))
+        raise _Verdict("failed", problems)
     without = ("it needs no op that TensorFlow alone lacks" if not unregistered else "without it, "
                f"it cannot load: TensorFlow alone registers no {', '.join(unregistered)}")
     return f"a fresh process that loads {loads} gives the same outputs; {without}"
@@ -641,7 +711,8 @@ def _check_saved_model(run: _Run) -> str:
 
 def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *,
             checks: Sequence[str] | None = None, library: str | os.PathLike | None = None,
-            rtol: float = 0.0, atol: float = 0.0) -> OpcheckResults:
+            rtol: float = 0.0, atol: float = 0.0, expect: Mapping[str, str] | None = None
+            ) -> OpcheckResults:
     """Checks the TensorFlow op(s) that ``fn`` builds, on each of ``samples``.
 
     Args:
@@ -654,6 +725,8 @@ def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *,
         own ops.
       rtol, atol: Tolerances for values compared across modes, vectorization and processes.
         Zero (the default) compares outputs bit for bit, and gradients as values.
+      expect: Failures by design: a check's name, mapped to words its failure says. That check
+        is ``ok`` if it fails with those words and for no other reason, else ``failed``.
 
     Returns:
       :class:`OpcheckResults`: each check's name, mapped to a result whose ``str()`` starts with
@@ -669,9 +742,15 @@ def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *,
     if not isinstance(samples, (list, tuple)) or not samples:
         raise ValueError("opcheck: samples must be a non-empty list of tuples of arguments, such "
                          "as [(np.ones([2, 3], np.float32),)]")
-    if isinstance(checks, str) or (unknown := sorted(set(checks or ()) - set(CHECKS))):
-        raise ValueError(f"opcheck: unknown check {checks if isinstance(checks, str) else unknown}:"
-                         f" the checks are {', '.join(CHECKS)}")
+    if isinstance(checks, str):
+        raise TypeError(f"opcheck: checks must be a list of check names, such as [{checks!r}]; "
+                        f"got the string {checks!r}")
+    expect = dict(expect or {})
+    if not all(isinstance(words, str) and words for words in expect.values()):
+        raise TypeError("opcheck: expect maps a check to words its failure says, such as "
+                        "{'vmap': 'No pfor vectorization'}")
+    if unknown := sorted((set(checks or ()) | set(expect)) - set(CHECKS)):
+        raise ValueError(f"opcheck: unknown check {unknown}: the checks are {', '.join(CHECKS)}")
     run = _Run(fn, _checked_samples(samples), _checked_library(library), rtol, atol)
     results = OpcheckResults()
     # Tracing for every sample's signature is the point: TensorFlow's warning of it is not.
@@ -679,11 +758,12 @@ def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *,
     try:
         for name in (name for name in CHECKS if checks is None or name in checks):
             try:
-                results[name] = CheckResult("ok", globals()[f"_check_{name}"](run))
-            except _Verdict as verdict:
-                results[name] = CheckResult(*verdict.args)
-            except Exception as error:  # the op under test broke the check itself
-                results[name] = CheckResult("failed", f"the check crashed: {_told(error)}")
+                result, said = CheckResult("ok", globals()[f"_check_{name}"](run)), []
+            except Exception as error:  # a verdict, or the op under test broke the check itself
+                verdict = error if isinstance(error, _Verdict) else _Verdict(
+                    "failed", f"the check crashed: {_told(error)}")
+                result, said = CheckResult(*verdict.args), verdict.problems
+            results[name] = _as_expected(result, said, expect[name]) if name in expect else result
     finally:
         tf.get_logger().removeFilter(_not_retracing)
     return results
@@ -695,6 +775,15 @@ def assert_opcheck(fn: Callable[..., Any], samples: Sequence[tuple], **options: 
     results = opcheck(fn, samples, **options)
     results.raise_on_failure()
     return results
+
+
+def _as_expected(result: CheckResult, problems: list[str], words: str) -> CheckResult:
+    """A failure by design, whose every problem says ``words``, is ``ok``; else ``failed``."""
+    if len(others := [p for p in problems if words not in p]) == len(problems):  # none says it
+        return CheckResult("failed", f"expected to fail with {words!r}, but {result}")
+    if others:
+        return CheckResult("failed", _listed(others))
+    return CheckResult("ok", f"fails as expected, with {words!r}: {result.reason}")
 
 
 def _not_retracing(record: logging.LogRecord) -> bool:
