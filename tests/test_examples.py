@@ -167,8 +167,18 @@ def textbook_cd_update(data, chain_end, weights, visible_bias, hidden_bias):
     )
 
 
+# On a GPU, TensorFlow runs float32 matmuls in TF32 by default (Ampere and later): their inputs
+# keep 10 of float32's 23 mantissa bits, so a sum of products is right to about 1e-3.
+TF32 = bool(tf.config.list_logical_devices("GPU")) and (
+    tf.config.experimental.tensor_float_32_execution_enabled()
+)
+
+
 @pytest.mark.parametrize("cd_steps", [1, 3])
 def test_cd_gradient_is_the_textbook_update(cd_steps):
+    """What the demo promises: stop_gradient makes the gradient the textbook CD update, to 1e-5
+    in float32 (on the CPU), and to 1e-3 where a GPU runs its matmuls in TF32, as TensorFlow does
+    by default; either way far from the gradient without it (more than 1e-2 away)."""
     data = (load_digits().data[:50] > 8).astype(np.float32)
     rng = np.random.default_rng(3)
     params = rbm.RBMParams(
@@ -186,7 +196,7 @@ def test_cd_gradient_is_the_textbook_update(cd_steps):
     assert np.abs(chain_end - data).mean() > 0.05  # The chain moved away from the data.
     expected_update = textbook_cd_update(data, chain_end, *(p.numpy() for p in params))
     descent = [-g.numpy() for g in gradients]
-    assert max_abs_difference(descent, expected_update) <= 1e-5
+    assert max_abs_difference(descent, expected_update) <= (1e-3 if TF32 else 1e-5)
     assert max(np.abs(u).max() for u in expected_update) > 1e-2
 
     builtin_gradients, builtin_chain_end = gradients_with(tf.stop_gradient)

@@ -75,11 +75,13 @@ def device_address(tensor):
 
 def deep_copy(tensor):
     """``tensor``'s values in a buffer of their own (DeepCopy has no quantized kernels: those
-    are copied as the integers that store them)."""
+    are copied as the integers that store them, on the CPU, since a GPU takes no qint16 or
+    quint16 argument: "does not have registered OpKernel support for _Arg")."""
     if not tensor.dtype.is_quantized:
         return tf.raw_ops.DeepCopy(x=tensor)
-    storage = tf.bitcast(tensor, tf.as_dtype(QUANTIZED_STORAGE[tensor.dtype]))
-    return tf.bitcast(tf.raw_ops.DeepCopy(x=storage), tensor.dtype)
+    with tf.device("CPU:0"):
+        storage = tf.bitcast(tensor, tf.as_dtype(QUANTIZED_STORAGE[tensor.dtype]))
+        return tf.bitcast(tf.raw_ops.DeepCopy(x=storage), tensor.dtype)
 
 
 @pytest.mark.parametrize("shape", [(1,), (1000,), LARGE_SHAPE], ids=str)
