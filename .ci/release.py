@@ -5,9 +5,9 @@ release lane rehearses on the tag the version makes; run in the repository's roo
         requires) and CHANGELOG.md's dated section for the version, written to NOTES, agree
     maven WHEELS [ARG...]    the jars of WHEELS' op libraries, signed and uploaded by the pom's
         release profile, to wait at Central, validated, until published
-    central-published VERSION | central-validated MAVEN_LOG | central-publish DEPLOYMENT
+    central-published VERSION | central-validated MAVEN_LOG | central-publish|central-drop ID
         Central's Publisher API (token in MAVEN_CENTRAL_USERNAME, _PASSWORD): has it published
-        VERSION; the deployment MAVEN_LOG names is VALIDATED (its id printed); publish it
+        VERSION; the deployment MAVEN_LOG names is VALIDATED (its id printed); publish it, drop it
     serves pypi|central DIR VERSION   the registry serves VERSION's files as DIR has them (on
         Central, the jars and pom, whose signatures it then writes to DIR), by their digests, and
         no other
@@ -90,9 +90,10 @@ def deploy_to_maven_central(wheels: str, *maven_arguments: str) -> int:
     return subprocess.run(command).returncode
 
 
-def fetch(url: str, data: bytes | None = None, headers: dict | None = None) -> bytes | None:
+def fetch(url: str, data: bytes | None = None, headers: dict | None = None,
+          method: str | None = None) -> bytes | None:  # fmt: skip
     """The answer's body to a GET (a POST with data), or None for a 404; other errors fail."""
-    request = urllib.request.Request(url, data, headers or {})
+    request = urllib.request.Request(url, data, headers or {}, method=method)
     try:
         with urllib.request.urlopen(request, timeout=60) as answer:
             return answer.read()
@@ -103,11 +104,11 @@ def fetch(url: str, data: bytes | None = None, headers: dict | None = None) -> b
                          f"{error.read().decode(errors='replace')[:2000]}") from None  # fmt: skip
 
 
-def central(path: str, data: bytes | None = b"") -> dict:
-    """Central's Publisher API's answer to a POST (a GET if data is None)."""
+def central(path: str, data: bytes | None = b"", method: str | None = None) -> dict:
+    """Central's Publisher API's answer to a POST (a GET if data is None; or method)."""
     token = f"{os.environ['MAVEN_CENTRAL_USERNAME']}:{os.environ['MAVEN_CENTRAL_PASSWORD']}"
     authorization = {"Authorization": f"Bearer {base64.b64encode(token.encode()).decode()}"}
-    answer = fetch(f"{CENTRAL_API}/{path}", data, authorization)
+    answer = fetch(f"{CENTRAL_API}/{path}", data, authorization, method)
     if answer is None:
         raise SystemExit(f"release: Central's Publisher API has no {path}")
     return json.loads(answer or "{}")
@@ -182,6 +183,8 @@ if __name__ == "__main__":
         if central(f"status?id={arguments[0]}")["deploymentState"] == "VALIDATED":  # not a re-run
             central(f"deployment/{arguments[0]}")
         await_deployment(arguments[0], "PUBLISHED")
+    elif command == "central-drop" and len(arguments) == 1:  # Central drops it unless published
+        central(f"deployment/{arguments[0]}", None, "DELETE")
     elif command == "serves" and len(arguments) == 3 and arguments[0] in ("pypi", "central"):
         serves(arguments[0], arguments[1], arguments[2], group, artifact)
     else:

@@ -13,7 +13,8 @@ serves, until it is stopped, at http://127.0.0.1:PORT:
   for any other. An uploaded bundle is PENDING, then VALIDATING at the first poll of its status,
   then VALIDATED, or FAILED with Central's errors (RegistryStandIns.validate). Published, it is
   PUBLISHING, then PUBLISHED, and its files are in the repository (RegistryStandIns.publication
-  can end it otherwise);
+  can end it otherwise). Dropped (DELETE), a VALIDATED or FAILED deployment is gone; another is
+  refused;
 - /maven2/: that repository;
 - /pypi/PROJECT/VERSION/json: PyPI's JSON API for the files of PYPI_FILES (a directory).
 """
@@ -154,6 +155,17 @@ class Handler(BaseHTTPRequestHandler):
             deployment["states"] = self.states(*self.server.publication)
             return self.answer(204)
         self.answer(404)
+
+    def do_DELETE(self) -> None:
+        drop = urllib.parse.urlsplit(self.path).path.removeprefix("/api/v1/publisher/deployment/")
+        if not self.authenticated():
+            return
+        if (deployment := self.server.deployments.get(drop)) is None:
+            return self.answer(404)
+        if deployment["states"][0] not in ("VALIDATED", "FAILED"):
+            return self.answer(400, f"Deployment {drop} is {deployment['states'][0]}")
+        del self.server.deployments[drop]
+        self.answer(204)
 
     def states(self, *states: str) -> list[str]:
         """The states a deployment goes through, one a poll of its status."""

@@ -174,6 +174,27 @@ def test_the_release_in_its_order_publishes_what_it_built(registries, bundle_fil
 
 
 @pytest.mark.slow
+def test_a_deployment_dropped_is_gone_and_one_published_cannot_be_dropped(
+    registries, bundle_files, tmp_path
+):
+    """central-drop, for a deployment never to be published (validated or refused)."""
+    for files in (bundle_files, without(f"{BASE}.jar.asc")(bundle_files)):
+        deployment = upload(registries, files)
+        dropped = release(registries, "central-drop", deployment)
+        assert dropped.returncode == 0 and deployment not in registries.deployments, dropped
+        gone = release(registries, "central-publish", deployment)
+        assert f"Publisher API has no status?id={deployment}" in gone.stderr
+    assert not registries.repository and not registries.deployments
+    deployment = upload(registries, bundle_files)
+    assert release(registries, "central-publish", deployment).returncode == 0
+    published = release(registries, "central-drop", deployment)
+    assert published.returncode == 1 and "answered 400" in published.stderr
+    assert f"{deployment} is PUBLISHED" in published.stderr
+    wrong = release(registries, "central-drop", deployment, MAVEN_CENTRAL_PASSWORD="wrong")
+    assert wrong.returncode == 1 and "answered 401" in wrong.stderr
+
+
+@pytest.mark.slow
 def test_a_deployment_central_refused_is_neither_validated_nor_published(
     registries, bundle_files, tmp_path
 ):
