@@ -296,7 +296,8 @@ def test_strings_are_checked_without_xla_which_has_no_string_type():
 
 
 @pytest.mark.parametrize("fn", [tf.math.is_nan, tf.math.is_finite,
-                                lambda p: tf.math.in_top_k([0, 2], p, 1)])  # fmt: skip
+                                lambda p: tf.math.in_top_k([0, 2], p, 1)],
+                         ids=["is_nan", "is_finite", "in_top_k"])  # fmt: skip
 def test_an_op_without_a_floating_output_needs_no_gradient(fn):
     x = tf.constant([[1.0, np.nan, np.inf], [0.5, -2.0, 3.0]])
     with tf.GradientTape() as tape:  # a tape through it works: no gradient flows through it
@@ -501,6 +502,8 @@ X = np.ones([2], np.float32)
          "expect maps a check to words its failure says"),
         (tf.identity, [(X,)], {"expect": {"vmapp": "No pfor"}}, ValueError,
          "unknown check ['vmapp']"),
+        (tf.identity, [(X,)], {"checks": ["pure"], "expect": {"vmap": "No pfor"}}, ValueError,
+         "expect names ['vmap'], which checks leaves out"),
         (tf.identity, [(X,)], {"library": "no/such/lib.so"}, ValueError,
          "library 'no/such/lib.so' is neither an op library file nor a module that can be "
          "imported"),
@@ -509,7 +512,7 @@ X = np.ones([2], np.float32)
     ],
     ids=["fn", "no-samples", "samples-array", "sample-not-tuple", "argument-list", "variable",
          "unknown-check", "checks-string", "expect-no-words", "expect-unknown-check",
-         "library-path", "library-module"],
+         "expect-unrun", "library-path", "library-module"],
 )  # fmt: skip
 def test_bad_arguments_are_refused_before_any_check_runs(fn, samples, options, error, message):
     with pytest.raises(error, match=re.escape(message) if "\\" not in message else message):

@@ -488,8 +488,7 @@ def _check_modes(run: _Run) -> str:
         ways = {how: way for how, way in run.ways.items() if how != "eagerly" or device != "CPU:0"}
         if untyped := {t.dtype.name for t in [*sample.tensors(), *expected]} - run.xla_types(
                 device):
-            notes.append(f"XLA has no type for {', '.join(sorted(untyped))}: jit_compile not "
-                         "tried")
+            notes.append(f"XLA has no type for {', '.join(sorted(untyped))}: jit_compile not tried")
             del ways["with jit_compile"]
         jitted.append("with jit_compile" in ways)
         found = {}
@@ -751,6 +750,8 @@ def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *,
                         "{'vmap': 'No pfor vectorization'}")
     if unknown := sorted((set(checks or ()) | set(expect)) - set(CHECKS)):
         raise ValueError(f"opcheck: unknown check {unknown}: the checks are {', '.join(CHECKS)}")
+    if checks is not None and (unrun := sorted(set(expect) - set(checks))):
+        raise ValueError(f"opcheck: expect names {unrun}, which checks leaves out")
     run = _Run(fn, _checked_samples(samples), _checked_library(library), rtol, atol)
     results = OpcheckResults()
     # Tracing for every sample's signature is the point: TensorFlow's warning of it is not.
