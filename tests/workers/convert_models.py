@@ -11,6 +11,8 @@ onnx_function.onnx (tf2onnx, in memory, likewise), or, where tf2onnx and onnxrun
 imported, onnx_missing.txt, which says why.
 """
 
+from __future__ import annotations
+
 import sys
 from pathlib import Path
 from unittest import mock
