@@ -4,12 +4,18 @@
     results = opcheck(my_ops.my_op, [(np.ones([2, 3], np.float32),)], library="my_ops.so")
     results.raise_on_failure()        # in a test; assert_opcheck(...) does both in one call
 
-Each check runs the op on the author's own samples and holds it to what TensorFlow's built-in
-ops guarantee (docs/opcheck.md: what each check means, and what to do when it fails). A broken op
-never makes opcheck raise: whatever goes wrong in a check is that check's ``failed`` (a kernel that
-crashes the process ends it, as it ends any). A sample whose failure one check reports (no kernel
-for it, a shape function that lies) is left out of the checks it would break too, so that each
-defect fails one check; so is a sample that the shape function refuses, which fails nothing.
+Each check runs the op on the author's own samples, and on edge samples derived from them, and
+holds it to what TensorFlow's built-in ops guarantee (docs/opcheck.md: what each check means, and
+what to do when it fails). A broken op never makes opcheck raise: whatever goes wrong in a check
+is that check's ``failed``. Every sample runs first in a fresh process (the one that loads the
+SavedModel), so that a kernel that crashes ends that process, not this one. A sample whose failure
+one check reports (no kernel for it, a shape function that lies, a crash) is left out of the
+checks it would break too, so that each defect fails one check; so is a sample that the shape
+function refuses, which fails nothing.
+
+The layout: the API (``opcheck``, its results) at the end; ``_Run``, what the checks share, each
+computed once; ``_check_<name>`` for each name in ``CHECKS``, in that order, each returning its
+reason for ``ok`` or raising ``_Verdict``; and ``_FRESH_PROCESS``, the script of the fresh process.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import importlib.util
 import logging
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,13 +36,16 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework.tensor_pb2 import TensorProto
 
 from . import _compat
 
-CHECKS = ("registered", "shape_fn", "gradient", "modes", "vmap", "retrace", "pure", "saved_model")
+CHECKS = ("registered", "shape_fn", "crash", "gradient", "modes", "edges", "vmap", "retrace", "pure",
+          "saved_model")
+IN_A_FRESH_PROCESS = ("crash", "edges", "saved_model")  # the others start no process
 # What a traced function holds besides the ops under test (unless it holds nothing else).
 PLUMBING = {"Placeholder", "Const", "Identity", "IdentityN", "NoOp", "PartitionedCall",
             "StatefulPartitionedCall"}
@@ -44,7 +55,7 @@ TOLD = (r"No registered '[^']+' OpKernel for \S+ devices", r"No pfor vectorizati
         r"Op type not registered '[^']+'")
 MARKS = r"{{[^}]*}}\s*"  # TensorFlow's {{node ...}} and {{function_node ...}}
 # The lines of a function's error that come before what it says: its heading and the traceback.
-PREAMBLE = r"Graph execution error:|Detected at node|File \""
+PREAMBLE = r"Graph execution error:|Detected at node|File \"|<stack traces unavailable>"
 XLA_ADVICE = (". Register an XLA kernel (REGISTER_XLA_OP), and load the library before TensorFlow "
               "runs its first op: TensorFlow makes XLA's kernels once")
 OPAQUE = (tf.variant, tf.resource)  # dtypes whose values cannot be read, only their shapes
@@ -97,13 +108,16 @@ def _flat(outputs: Any) -> list[tf.Tensor]:
     return [tf.convert_to_tensor(t) for t in tf.nest.flatten(outputs, expand_composites=True)]
 
 
-def _told(error: BaseException) -> str:
-    """What a TensorFlow error says went wrong, in one line, without its {{node ...}} marks."""
-    found = [m.group(0) for pattern in TOLD if (m := re.search(pattern, str(error)))]
-    lines = [line.strip() for line in str(error).splitlines()
+def _told(error: BaseException | str) -> str:
+    """What a TensorFlow error says went wrong, in one line, without its {{node ...}} marks (of
+    an error, or of the fresh process's text of one: its type's name, a line, its message)."""
+    kind, _, text = error.partition("\n") if isinstance(error, str) else (
+        type(error).__name__, "", str(error))
+    found = [m.group(0) for pattern in TOLD if (m := re.search(pattern, text))]
+    lines = [line.strip() for line in text.splitlines()
              if line.strip() and not re.match(PREAMBLE, line.strip())]
     line = (found or lines or [""])[0]
-    return f"{type(error).__name__}: {re.sub(MARKS, '', line)[:300]}"
+    return f"{kind}: {re.sub(MARKS, '', line)[:300]}"
 
 
 def _listed(problems: Sequence[str], shown: int = 4) -> str:
@@ -125,6 +139,8 @@ class _Sample:
     index: int
     arrays: tuple[np.ndarray, ...]
     dtypes: tuple[tf.DType, ...]
+    derived: str = ""  # for an edge sample: the sample it comes from, and how
+    base: int = -1  # for an edge sample: the index of that sample
 
     def tensors(self, arrays: Sequence[np.ndarray] = ()) -> list[tf.Tensor]:
         """New tensors of the sample's values (or of ``arrays``), copied: TensorFlow may share a
@@ -134,7 +150,60 @@ class _Sample:
 
     def __str__(self) -> str:
         args = ", ".join(f"{d.name}{list(a.shape)}" for a, d in zip(self.arrays, self.dtypes))
-        return f"sample {self.index} ({args})"
+        return f"edge sample {self.index} ({args}: {self.derived})" if self.derived else \
+            f"sample {self.index} ({args})"
+
+
+def _extremes(array: np.ndarray, dtype: tf.DType) -> np.ndarray:
+    """``array``'s shape filled with the values that break arithmetic: NaN, ±Inf, -0.0 and
+    subnormals for floats, the limits of integers, empty and blank strings (else ``array``)."""
+    if dtype.is_floating or dtype.is_complex:
+        tiny = np.array(1, dtype.real_dtype.as_numpy_dtype)
+        two = np.array(2, tiny.dtype)
+        while tiny / two:  # down to the smallest subnormal
+            tiny = tiny / two
+        values: Any = np.array([np.nan, np.inf, -np.inf, -0.0, tiny, -tiny], tiny.dtype)
+    elif dtype.is_integer and not dtype.is_quantized:
+        values = np.array([dtype.min, dtype.max], array.dtype)
+    elif dtype == tf.string:
+        values = np.array([b"", b" ", b"\t\n "], object)
+    else:
+        return array
+    return np.resize(values, array.shape).astype(array.dtype)
+
+
+def _edge_samples(samples: Sequence[_Sample], first_index: int) -> list[_Sample]:
+    """The inputs that op authors forget, derived from the first sample of each signature (its
+    dtypes and ranks): an empty batch, each input empty in each axis in turn, each input a
+    scalar, a batch of one, and extreme values. Copies of a sample are left out."""
+    bases: dict[tuple, _Sample] = {}
+    for sample in samples:
+        bases.setdefault((sample.dtypes, tuple(a.ndim for a in sample.arrays)), sample)
+    seen, edges = {_values_of(s.dtypes, s.arrays) for s in samples}, []
+    for base in bases.values():
+        arrays, size = base.arrays, next((a.shape[0] for a in base.arrays if a.ndim), 0)
+        batched = [a.ndim > 0 and a.shape[0] == size for a in arrays]
+        derived = {"an empty batch": [a[:0] if b else a for a, b in zip(arrays, batched)],
+                   "a batch of one": [a[:1] if b else a for a, b in zip(arrays, batched)],
+                   "extreme values": [_extremes(a, d) for a, d in zip(arrays, base.dtypes)]}
+        for i, array in enumerate(arrays):
+            changed = {f"input {i} empty in axis {axis}": np.take(array, np.zeros(0, int), axis)
+                       for axis in range(array.ndim)}
+            if array.ndim and array.size:
+                changed[f"input {i} a scalar"] = array.reshape(-1)[:1].reshape(())
+            for how, new in changed.items():
+                derived[how] = [new if j == i else a for j, a in enumerate(arrays)]
+        for how, new in derived.items():
+            if (values := _values_of(base.dtypes, new)) not in seen:
+                seen.add(values)
+                edges.append(_Sample(first_index + len(edges), tuple(new), base.dtypes,
+                                     f"sample {base.index} with {how}", base.index))
+    return edges
+
+
+def _values_of(dtypes: tuple, arrays: Sequence[np.ndarray]) -> tuple:
+    return dtypes, tuple((a.shape, tuple(a.flat) if a.dtype == object else a.tobytes())
+                         for a in arrays)
 
 
 def _difference(expected: Any, actual: Any, rtol=0.0, atol=0.0, bits=True) -> str:
@@ -165,6 +234,18 @@ def _difference(expected: Any, actual: Any, rtol=0.0, atol=0.0, bits=True) -> st
     return f"at {list(at)} {got[at]!r}, expected {want[at]!r}"
 
 
+@dataclasses.dataclass
+class _Screen:
+    """What the fresh process found: each sample's outputs in tf.function (or the error it
+    raised, as text), the samples that ended the process, and how, and the op types TensorFlow
+    alone does not register; ``error`` says why it could not load and run the SavedModel."""
+
+    error: str = ""
+    outputs: dict[int, Any] = dataclasses.field(default_factory=dict)
+    crashes: dict[int, str] = dataclasses.field(default_factory=dict)
+    unregistered: list[str] = dataclasses.field(default_factory=list)
+
+
 def _visible_devices() -> list[str]:
     """The devices the checks run on: the CPU, and GPU:0 where TensorFlow sees a GPU."""
     return ["CPU:0"] + (["GPU:0"] if tf.config.list_logical_devices("GPU") else [])
@@ -173,8 +254,10 @@ def _visible_devices() -> list[str]:
 class _Run:
     """One opcheck call: the op, its samples, and what several checks share, computed once."""
 
-    def __init__(self, fn: Callable[..., Any], samples: list[_Sample], library, rtol, atol):
+    def __init__(self, fn: Callable[..., Any], samples: list[_Sample], library, rtol, atol,
+                 checks: Sequence[str]):
         self.fn, self.samples, self.library, self.rtol, self.atol = fn, samples, library, rtol, atol
+        self.checks = checks
         self.devices = _visible_devices()
         self.function = tf.function(fn, autograph=False)
         self.ways = {"eagerly": fn, "in tf.function": self.function,
@@ -251,11 +334,80 @@ class _Run:
         gaps = self.kernel_gaps.get(sample.index, [])
         return "registered" if any(gap[1] == "CPU" for gap in gaps) else ""
 
-    def usable(self) -> list[_Sample]:
-        if not (usable := [s for s in self.samples if not self.reported_by(s)]):
+    def runnable(self, sample: _Sample) -> bool:
+        """Whether fn builds and runs its ops on ``sample``, and it has not crashed a process."""
+        return not self.reported_by(sample) and sample.index not in self.crashes
+
+    def usable(self, screened: bool = True) -> list[_Sample]:
+        """The samples fn builds and runs its ops on (and that have not crashed the fresh
+        process, if ``screened``); the check is skipped if there is none."""
+        if not (usable := [s for s in self.samples if not self.reported_by(s) and not (
+                screened and s.index in self.crashes)]):
             raise _Verdict("skipped", "fn builds and runs its ops on no sample (see registered, "
-                           "shape_fn)")
+                           f"shape_fn{', crash' * bool(screened and self.crashes)})")
         return usable
+
+    @functools.cached_property
+    def edges(self) -> list[_Sample]:
+        if "edges" not in self.checks:
+            return []
+        return _edge_samples([s for s in self.samples if not self.reported_by(s)],
+                             len(self.samples))
+
+    @functools.cached_property
+    def crashes(self) -> dict[int, str]:
+        """Each sample that ended the fresh process, and how; none if no check starts one."""
+        return self.screen.crashes if set(IN_A_FRESH_PROCESS) & set(self.checks) else {}
+
+    @functools.cached_property
+    def screen(self) -> _Screen:
+        """Every sample fn runs on, edge samples too, run first in a fresh process that loads
+        the SavedModel of fn, in tf.function and with jit_compile (eagerly, the same kernels
+        run): where a kernel crashes, that process ends, not this one, and is started again
+        past the sample."""
+        samples = [s for s in self.samples + self.edges if not self.reported_by(s)]
+        screen = _Screen()
+        if not samples:
+            return screen
+        with tempfile.TemporaryDirectory(prefix="opcheck-") as directory:
+            try:
+                self.save(samples, directory)
+            except Exception as error:
+                screen.error = f"fn's SavedModel cannot be written: {_told(error)}"
+                return screen
+            while (ended := _fresh_process(directory, self.library or ""))[0]:
+                done = Path(directory, "progress").read_text().splitlines()
+                if not done:
+                    screen.error = f"it ended {ended[0]} before it ran any sample"
+                    return screen
+                index, mode = done[-1].split(" ", 1)
+                screen.crashes[int(index[:4])] = f"{ended[0]} {mode}{ended[1]}"
+                for line in done:  # the next process starts past these
+                    shutil.rmtree(Path(directory, "inputs", line.split()[0]), ignore_errors=True)
+                Path(directory, "progress").write_text("")
+            screen.error = ended[1]
+            screen.unregistered = sorted(Path(directory, "unregistered").read_text().split())
+            for folder in Path(directory, "outputs").glob("*"):
+                screen.outputs[int(folder.name[:4])] = folder.read_text() if folder.suffix else \
+                    _tensors_in(folder)
+        return screen
+
+    def save(self, samples: list[_Sample], directory: str) -> None:
+        """fn's SavedModel, traced for each sample, and each sample's inputs, in ``directory``."""
+        module = tf.Module()
+        module.call = tf.function(self.fn, autograph=False)
+        module.held = _held(self.fn, set())  # what the model must save too: a tokenizer's tables
+        for sample in samples:
+            module.call.get_concrete_function(*sample.tensors())
+            jit = not {d.name for d in sample.dtypes} - self.xla_types("CPU:0")
+            (folder := Path(directory, "inputs", f"{sample.index:04d}{'-jit' * jit}")).mkdir(
+                parents=True)
+            for i, (array, dtype) in enumerate(zip(sample.arrays, sample.dtypes)):
+                (folder / f"{i:04d}").write_bytes(
+                    tf.make_tensor_proto(array, dtype).SerializeToString())
+        tf.saved_model.save(module, str(Path(directory, "model")))
+        Path(directory, "outputs").mkdir()
+        Path(directory, "progress").write_text("")
 
     @functools.cache  # noqa: B019
     def eager(self, sample: _Sample) -> list[tf.Tensor]:
@@ -297,14 +449,51 @@ class _Run:
                                     f"{kernel.dtype.name}{kernel.shape.as_list()}")
         return problems, refused
 
+    def outputs_each_way(self, sample: _Sample, device: str, expected: list, notes: list[str]
+                         ) -> dict[str, list | str]:
+        """fn's outputs on ``sample`` (or its error), in tf.function and with jit_compile on
+        ``device``, and eagerly unless that is where ``expected`` comes from. Where XLA has no
+        type for an input or an expected output, jit_compile is not tried, and ``notes`` say so."""
+        ways = {how: way for how, way in self.ways.items() if how != "eagerly" or device != "CPU:0"}
+        if untyped := {t.dtype.name for t in [*sample.tensors(), *expected]} - self.xla_types(
+                device):
+            notes.append(f"XLA has no type for {', '.join(sorted(untyped))}: jit_compile not tried")
+            del ways["with jit_compile"]
+        found: dict[str, list | str] = {}
+        for how, way in ways.items():
+            try:
+                with tf.device(device):
+                    found[how] = _flat(way(*sample.tensors()))
+            except Exception as error:
+                found[how] = _told(error)
+        return found
+
+    @functools.cache  # noqa: B019
+    def on_the_cpu(self, sample: _Sample) -> dict[str, list | str]:
+        """fn's outputs on ``sample`` (or its error), each way, on the CPU."""
+        try:
+            with tf.device("CPU:0"):
+                eager: list | str = self.call(sample.tensors())
+        except Exception as error:
+            eager = _told(error)
+        expected = [] if isinstance(eager, str) else eager
+        return {"eagerly": eager, **self.outputs_each_way(sample, "CPU:0", expected, [])}
+
     def compare(self, sample: _Sample, expected: list, actual: list, where: str) -> list[str]:
-        """Values where fn is deterministic on ``sample``, else dtypes and ranks only."""
+        """Values where fn is deterministic on ``sample``, else dtypes and ranks only. An edge
+        sample's as values, where a difference under the smallest normal number is none: XLA
+        and a kernel may flush subnormals to zero, or not."""
         if len(expected) != len(actual):
             return [f"{sample}, {where}: {len(actual)} outputs, expected {len(expected)}"]
         if not self.deterministic(sample):  # tf.zeros([0] * rank) stands for any shape of a rank
             expected, actual = ([tf.zeros([0] * t.shape.rank, t.dtype) for t in side]
                                 for side in (expected, actual))
-        found = (_difference(e, a, self.rtol, self.atol) for e, a in zip(expected, actual))
+        found = []
+        for e, a in zip(expected, actual):
+            normal = _differentiable(e.dtype) and sample.derived and float(ml_dtypes.finfo(
+                e.dtype.real_dtype.as_numpy_dtype).tiny)
+            found.append(_difference(e, a, self.rtol, max(self.atol, normal or 0.0),
+                                     bits=not sample.derived))
         return [f"{sample}, {where}: output {i}: {text}" for i, text in enumerate(found) if text]
 
     @functools.cached_property
@@ -416,7 +605,7 @@ def _check_registered(run: _Run) -> str:
 
 
 def _check_shape_fn(run: _Run) -> str:
-    found = [run.shape_problems(s) for s in run.samples if not run.reported_by(s)]
+    found = [run.shape_problems(s) for s in run.samples if run.runnable(s)]
     # A sample the shape function refuses is the caller's error: the kernel is not run on it.
     rejected = [f"{s} ({_told(run.trace(s))})" for s in run.samples  # type: ignore[arg-type]
                 if run.reported_by(s) == "shape_fn"]
@@ -431,6 +620,16 @@ def _check_shape_fn(run: _Run) -> str:
                 "its kernel not run on it"
     agree = "inferred shapes and dtypes agree with the kernel's" if found else "no sample to run"
     return agree + note
+
+
+def _check_crash(run: _Run) -> str:
+    if run.usable(screened=False) and run.screen.error:
+        raise _Verdict("skipped", "no fresh process could run the samples, so they run in this "
+                       f"one unscreened (see saved_model): {run.screen.error}")
+    if crashed := [f"{s} ends the process {run.crashes[s.index]}" for s in run.samples
+                   if s.index in run.crashes]:
+        raise _Verdict("failed", crashed)
+    return "no sample ends a fresh process, in tf.function or with jit_compile"
 
 
 def _check_gradient(run: _Run) -> str:
@@ -485,20 +684,13 @@ def _check_modes(run: _Run) -> str:
         # Every way, on every device, must give the CPU's eager outputs: where a device has no
         # kernel for a dtype, TensorFlow runs the op on the CPU, as these calls do.
         expected = run.eager(sample)
-        ways = {how: way for how, way in run.ways.items() if how != "eagerly" or device != "CPU:0"}
-        if untyped := {t.dtype.name for t in [*sample.tensors(), *expected]} - run.xla_types(
-                device):
-            notes.append(f"XLA has no type for {', '.join(sorted(untyped))}: jit_compile not tried")
-            del ways["with jit_compile"]
-        jitted.append("with jit_compile" in ways)
-        found = {}
-        for how, way in ways.items():
-            try:
-                with tf.device(device):
-                    found[how] = _flat(way(*sample.tensors()))
-            except Exception as error:
-                problems.append(f"{sample} on {device}: {how} fails: {_told(error)}"
+        found = run.outputs_each_way(sample, device, expected, notes)
+        jitted.append("with jit_compile" in found)
+        for how, outputs in list(found.items()):
+            if isinstance(outputs, str):
+                problems.append(f"{sample} on {device}: {how} fails: {outputs}"
                                 + XLA_ADVICE * (how == "with jit_compile"))
+                del found[how]
         for how, outputs in found.items():
             problems += run.compare(sample, expected, outputs, f"{device}, {how}")
         if run.ungradable or run.shape_problems(sample)[0] or not any(
@@ -519,6 +711,38 @@ def _check_modes(run: _Run) -> str:
     agreeing = ("eager and tf.function", "eager, tf.function and, where tried, jit_compile",
                 "eager, tf.function and jit_compile")[any(jitted) + all(jitted)]
     return f"{agreeing} agree on {', '.join(run.devices)}{note}"
+
+
+def _check_edges(run: _Run) -> str:
+    if run.usable(screened=False) and run.screen.error:
+        raise _Verdict("skipped", "edge samples run here only once a fresh process has survived "
+                       f"them, and none could run them (see saved_model): {run.screen.error}")
+    problems, refused = [], 0
+    for sample in run.edges:
+        if sample.index in run.crashes:
+            problems.append(f"{sample} ends the process {run.crashes[sample.index]}")
+            continue
+        if not run.runnable(sample):  # refused by the shape function: a clean error
+            refused += 1
+            continue
+        found, on_its_base = dict(run.on_the_cpu(sample)), run.on_the_cpu(run.samples[sample.base])
+        eager = found.pop("eagerly")
+        refused += isinstance(eager, str)
+        for how, outputs in found.items():
+            if isinstance(on_its_base[how], str):  # a way that fails anyway: see modes
+                continue
+            if isinstance(eager, str) != isinstance(outputs, str):
+                said = [f"fails: {x}" if isinstance(x, str) else "gives outputs"
+                        for x in (eager, outputs)]
+                problems.append(f"{sample}: eagerly, fn {said[0]}; {how}, it {said[1]}")
+            elif not isinstance(outputs, str):
+                problems += run.compare(sample, eager, outputs, how)
+    if problems:
+        raise _Verdict("failed", problems)
+    return f"{len(run.edges)} edge samples (empty axes, scalars, a batch of one, extreme " \
+        f"values): none ends a fresh process, and each gives the same outputs, or fails, " \
+        f"eagerly, in tf.function and, where XLA has its types, with jit_compile; " \
+        f"{refused} fail cleanly"
 
 
 def _check_vmap(run: _Run) -> str:
@@ -609,8 +833,11 @@ def _check_pure(run: _Run) -> str:
 
 # A fresh process: writes which op types of the SavedModel in DIRECTORY TensorFlow alone does not
 # register (without them it cannot load), then loads LIBRARY (path:FILE, module:NAME, or nothing)
-# and the SavedModel, and calls it on each sample's inputs, writing the outputs beside them.
-# Tensors go as TensorProtos, which need no kernel (SerializeTensor has none for quantized types).
+# and the SavedModel, and calls it on each sample's inputs, in tf.function and with jit_compile,
+# writing the outputs (or the error) of the first beside them. Before each call, it appends the
+# sample and the mode to DIRECTORY/progress: if the call crashes the process, the last line says
+# where. Tensors go as TensorProtos, which need no kernel (SerializeTensor has none for quantized
+# types).
 _FRESH_PROCESS = """
 import importlib, pathlib, sys
 import tensorflow as tf
@@ -629,15 +856,27 @@ if kind == "path":
 elif kind == "module":
     importlib.import_module(name)
 model = tf.saved_model.load(str(directory / "model"))
+jitted = tf.function(lambda *inputs: model.call(*inputs), autograph=False, jit_compile=True)
 for sample in sorted((directory / "inputs").iterdir()):
     protos = (TensorProto.FromString(path.read_bytes()) for path in sorted(sample.iterdir()))
     inputs = [tf.constant(tf.make_ndarray(proto), proto.dtype) for proto in protos]
-    for i, output in enumerate(tf.nest.flatten(model.call(*inputs), expand_composites=True)):
-        if output.dtype in (tf.variant, tf.resource):  # values that only have a shape to compare
-            output = tf.zeros(output.shape, tf.bool)
-        path = directory / "outputs" / sample.name / f"{i:04d}"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(tf.make_tensor_proto(output.numpy(), output.dtype).SerializeToString())
+    jit = [("with jit_compile", jitted)] if sample.name.endswith("-jit") else []
+    for mode, call in [("in tf.function", model.call), *jit]:
+        with open(directory / "progress", "a") as progress:
+            progress.write(f"{sample.name} {mode}\\n")
+        try:
+            outputs = tf.nest.flatten(call(*inputs), expand_composites=True)
+        except Exception as error:
+            if mode == "in tf.function":
+                path = directory / "outputs" / f"{sample.name}.error"
+                path.write_text(f"{type(error).__name__}\\n{error}")
+            continue
+        for i, output in enumerate(outputs if mode == "in tf.function" else ()):
+            if output.dtype in (tf.variant, tf.resource):  # values that only have a shape
+                output = tf.zeros(output.shape, tf.bool)
+            path = directory / "outputs" / sample.name / f"{i:04d}"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(tf.make_tensor_proto(output.numpy(), output.dtype).SerializeToString())
 """
 
 
@@ -657,22 +896,26 @@ def _held(thing: Any, seen: set[int]) -> list[Any]:
     return [held for part in parts if part is not None for held in _held(part, seen)]
 
 
-def _fresh_process(directory: str, library: str) -> str:
-    """Runs _FRESH_PROCESS; returns the error it ended with, in one line ('' if none)."""
+def _fresh_process(directory: str, library: str) -> tuple[str, str]:
+    """Runs _FRESH_PROCESS: ('', '') if it ends well, ('', its error in one line) if it raises,
+    or how it ended otherwise (with a signal, or none in time) and what a CHECK said."""
     try:
         ran = subprocess.run([sys.executable, "-c", _FRESH_PROCESS, directory, library],
                              cwd=directory, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
                              capture_output=True, text=True, timeout=FRESH_PROCESS_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        return f"TimeoutError: it did not finish in {FRESH_PROCESS_TIMEOUT_S} s"
+        return f"without finishing within {FRESH_PROCESS_TIMEOUT_S} s", ""
+    if ran.returncode < 0:
+        check = re.search(r"Check failed: .*", ran.stderr)
+        return f"with {signal.Signals(-ran.returncode).name}", f" ({check[0]})" if check else ""
     if not ran.returncode:
-        return ""
+        return "", ""
     # The last exception's lines: its type and message, which may go on below it.
     lines = ran.stderr.splitlines()
     last = [i for i, line in enumerate(lines) if re.match(r"[\w.]*(Error|Exception)\b", line)]
     text = re.sub(MARKS, "", " ".join(line.strip() for line in lines[last[-1] if last else -1:]))
     found = [m.group(0) for pattern in TOLD if (m := re.search(pattern, text))]
-    return (found or [text or f"exit status {ran.returncode}"])[0][:300]
+    return "", (found or [text or f"exit status {ran.returncode}"])[0][:300]
 
 
 def _tensors_in(folder: Path) -> list[tf.Tensor]:
@@ -681,30 +924,22 @@ def _tensors_in(folder: Path) -> list[tf.Tensor]:
 
 
 def _check_saved_model(run: _Run) -> str:
-    samples = run.usable()
+    samples, screen = run.usable(), run.screen
     loads = run.library.partition(":")[2] if run.library else "only TensorFlow"
-    with tempfile.TemporaryDirectory(prefix="opcheck-") as directory:
-        module = tf.Module()
-        module.call = tf.function(run.fn, autograph=False)
-        module.held = _held(run.fn, set())  # what the model must save too: a tokenizer's tables
-        for sample in samples:
-            module.call.get_concrete_function(*sample.tensors())
-            (folder := Path(directory, "inputs", f"{sample.index:04d}")).mkdir(parents=True)
-            for i, (array, dtype) in enumerate(zip(sample.arrays, sample.dtypes)):
-                (folder / f"{i:04d}").write_bytes(
-                    tf.make_tensor_proto(array, dtype).SerializeToString())
-        tf.saved_model.save(module, str(Path(directory, "model")))
-        if error := _fresh_process(directory, run.library or ""):
-            raise _Verdict("failed", f"in a fresh process that loads {loads}, the SavedModel does "
-                           f"not load and run: {error}")
-        unregistered = sorted(Path(directory, "unregistered").read_text().split())
-        problems = [problem for sample in samples for problem in run.compare(
-            sample, run.eager(sample),
-            _tensors_in(Path(directory, "outputs", f"{sample.index:04d}")), "the loaded model")]
+    if screen.error:
+        raise _Verdict("failed", f"in a fresh process that loads {loads}, the SavedModel does "
+                       f"not load and run: {screen.error}")
+    problems = []
+    for sample in samples:
+        if isinstance(outputs := screen.outputs.get(sample.index, []), str):
+            problems.append(f"{sample}: the loaded model raised {_told(outputs)}")
+        else:
+            problems += run.compare(sample, run.eager(sample), outputs, "the loaded model")
     if problems:
         raise _Verdict("failed", problems)
-    without = ("it needs no op that TensorFlow alone lacks" if not unregistered else "without it, "
-               f"it cannot load: TensorFlow alone registers no {', '.join(unregistered)}")
+    without = ("it needs no op that TensorFlow alone lacks" if not screen.unregistered else
+               f"without it, it cannot load: TensorFlow alone registers no "
+               f"{', '.join(screen.unregistered)}")
     return f"a fresh process that loads {loads} gives the same outputs; {without}"
 
 
@@ -752,18 +987,23 @@ def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *,
         raise ValueError(f"opcheck: unknown check {unknown}: the checks are {', '.join(CHECKS)}")
     if checks is not None and (unrun := sorted(set(expect) - set(checks))):
         raise ValueError(f"opcheck: expect names {unrun}, which checks leaves out")
-    run = _Run(fn, _checked_samples(samples), _checked_library(library), rtol, atol)
+    names = [name for name in CHECKS if checks is None or name in checks]
+    run = _Run(fn, _checked_samples(samples), _checked_library(library), rtol, atol, names)
     results = OpcheckResults()
     # Tracing for every sample's signature is the point: TensorFlow's warning of it is not.
     tf.get_logger().addFilter(_not_retracing)
     try:
-        for name in (name for name in CHECKS if checks is None or name in checks):
+        for name in names:
             try:
                 result, said = CheckResult("ok", globals()[f"_check_{name}"](run)), []
             except Exception as error:  # a verdict, or the op under test broke the check itself
                 verdict = error if isinstance(error, _Verdict) else _Verdict(
                     "failed", f"the check crashed: {_told(error)}")
                 result, said = CheckResult(*verdict.args), verdict.problems
+            crashed = [str(s) for s in run.samples if s.index in run.crashes]
+            if crashed and name not in ("registered", "crash", "edges"):
+                result = CheckResult(result.status, f"{result.reason} (left out: "
+                                     f"{_listed(crashed, 2)}, which ends the process: see crash)")
             results[name] = _as_expected(result, said, expect[name]) if name in expect else result
     finally:
         tf.get_logger().removeFilter(_not_retracing)

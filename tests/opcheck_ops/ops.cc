@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "tensorflow/compiler/tf2xla/xla_op_registry.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
@@ -32,6 +33,9 @@ OPCHECK_OP("Opcheck>WritesIntoInput", UnchangedShape);
 OPCHECK_OP("Opcheck>RandomButStateless", UnchangedShape);
 OPCHECK_OP("Opcheck>NoXlaKernel", UnchangedShape);
 OPCHECK_OP("Opcheck>NoPforConverter", UnchangedShape);
+OPCHECK_OP("Opcheck>ReadsFirstOfEmpty", UnchangedShape);
+OPCHECK_OP("Opcheck>DividesByLastAxis", UnchangedShape);
+OPCHECK_OP("Opcheck>ChecksRank", UnchangedShape);
 
 // Says the output has one more dimension than the kernel gives it.
 OPCHECK_OP("Opcheck>ShapeFunctionLies", [](InferenceContext* c) {
@@ -43,7 +47,9 @@ OPCHECK_OP("Opcheck>ShapeFunctionLies", [](InferenceContext* c) {
 
 // Refuses an unknown batch dimension: a tf.function can only be traced for a known one.
 OPCHECK_OP("Opcheck>NeedsKnownBatch", [](InferenceContext* c) {
-  if (!c->RankKnown(c->input(0)) || !c->ValueKnown(c->Dim(c->input(0), 0))) {
+  ShapeHandle input;
+  TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &input));  // Dim(input, 0) needs an axis
+  if (!c->RankKnown(input) || !c->ValueKnown(c->Dim(input, 0))) {
     return absl::InvalidArgumentError("Opcheck>NeedsKnownBatch needs a known batch size");
   }
   c->set_output(0, c->input(0));
@@ -85,6 +91,46 @@ class RandomOp : public CopyOp<T> {
   }
 };
 
+// Reads the first of its values, copied into a vector, which an empty input leaves empty: its
+// data() is null.
+template <typename T>
+class ReadsFirstOfEmptyOp : public CopyOp<T> {
+ public:
+  using CopyOp<T>::CopyOp;
+  void AfterCopy(T* input, T* output, int64_t size) override {
+    std::vector<T> values(input, input + size);
+    volatile T first = *values.data();
+    (void)first;
+  }
+};
+
+// Counts its rows as its size over its last axis's, which an empty last axis makes a division by
+// zero.
+template <typename T>
+class DividesByLastAxisOp : public CopyOp<T> {
+ public:
+  using CopyOp<T>::CopyOp;
+  void Compute(OpKernelContext* context) override {
+    const Tensor& input = context->input(0);
+    if (input.dims() > 0) {
+      volatile int64_t rows = input.NumElements() / input.dim_size(input.dims() - 1);
+      (void)rows;
+    }
+    CopyOp<T>::Compute(context);
+  }
+};
+
+// CHECKs that its input has an axis, where its shape function accepts a scalar.
+template <typename T>
+class ChecksRankOp : public CopyOp<T> {
+ public:
+  using CopyOp<T>::CopyOp;
+  void Compute(OpKernelContext* context) override {
+    CHECK_GE(context->input(0).dims(), 1) << "Opcheck>ChecksRank needs an axis";
+    CopyOp<T>::Compute(context);
+  }
+};
+
 #define OPCHECK_KERNEL(name, kernel, type) \
   REGISTER_KERNEL_BUILDER(                 \
       Name(name).Device(tensorflow::DEVICE_CPU).TypeConstraint<type>("T"), kernel<type>)
@@ -101,6 +147,9 @@ OPCHECK_KERNELS("Opcheck>NoXlaKernel", CopyOp);
 OPCHECK_KERNELS("Opcheck>NoPforConverter", CopyOp);
 OPCHECK_KERNELS("Opcheck>ShapeFunctionLies", CopyOp);
 OPCHECK_KERNELS("Opcheck>NeedsKnownBatch", CopyOp);
+OPCHECK_KERNELS("Opcheck>ReadsFirstOfEmpty", ReadsFirstOfEmptyOp);
+OPCHECK_KERNELS("Opcheck>DividesByLastAxis", DividesByLastAxisOp);
+OPCHECK_KERNELS("Opcheck>ChecksRank", ChecksRankOp);
 
 // On an XLA compilation device an identity forwards its input's expression, adding no HLO.
 class XlaIdentityOp : public OpKernel {
@@ -117,7 +166,8 @@ const bool xla_kernels_registered = [] {
   for (const char* op : {"Opcheck>Correct", "Opcheck>NoKernelForDouble", "Opcheck>NoGradient",
                          "Opcheck>WritesIntoInput", "Opcheck>RandomButStateless",
                          "Opcheck>NoPforConverter", "Opcheck>ShapeFunctionLies",
-                         "Opcheck>NeedsKnownBatch"}) {
+                         "Opcheck>NeedsKnownBatch", "Opcheck>ReadsFirstOfEmpty",
+                         "Opcheck>DividesByLastAxis", "Opcheck>ChecksRank"}) {
     for (const char* device : {tensorflow::DEVICE_CPU_XLA_JIT, tensorflow::DEVICE_GPU_XLA_JIT}) {
       if (!tensorflow::XlaOpRegistry::IsBackendRegistered(device)) continue;
       auto* kernel = new tensorflow::KernelDef;
