@@ -3,6 +3,8 @@ release lane rehearses on the tag the version makes; run in the repository's roo
 
     check TAG NOTES          TAG, pyproject.toml, java/pom.xml (with the metadata Central
         requires) and CHANGELOG.md's dated section for the version, written to NOTES, agree
+    dev VERSION              release.yml's dry run: VERSION (X.Y.Z.devN of their X.Y.Z) written
+        into those three files, the CHANGELOG section dated by the commit
     maven WHEELS [ARG...]    the jars of WHEELS' op libraries, signed and uploaded by the pom's
         release profile, to wait at Central, validated, until published
     central-published VERSION | central-validated MAVEN_LOG | central-publish|central-drop ID
@@ -46,9 +48,8 @@ POLL_SECONDS = min(WAIT_SECONDS, 15)
 ON_THE_WAY = {"VALIDATED": ("PENDING", "VALIDATING"), "PUBLISHED": ("VALIDATED", "PUBLISHING")}
 
 # What Central refuses a release's POM without, beside the coordinates.
-CENTRAL_POM_FIELDS = ("name", "description", "url", "licenses/license/name",
-                      "licenses/license/url", "developers/developer/name", "scm/url",
-                      "scm/connection")  # fmt: skip
+CENTRAL_POM_FIELDS = ("name", "description", "url", "licenses/license/name", "licenses/license/url",
+                      "developers/developer/name", "scm/url", "scm/connection")  # fmt: skip
 
 
 def release_notes(tag: str) -> str:
@@ -77,6 +78,19 @@ def release_notes(tag: str) -> str:
         raise SystemExit(f"release: CHANGELOG.md's section for {version} is headed '{heading}', "
                          f"without the release's date: head it '## [{version}] - YYYY-MM-DD'")
     return section.group(2).strip() + "\n"
+
+
+def dev_version(dev: str) -> None:
+    version = tomllib.loads(Path("pyproject.toml").read_text())["project"]["version"]
+    if not re.fullmatch(rf"{re.escape(version)}\.dev\d+", dev):
+        raise SystemExit(f"release: {dev} is not {version}.devN, a dry run's version of {version}")
+    date = subprocess.check_output(["git", "log", "-1", "--format=%cs"], text=True).strip()
+    old = re.escape(version)
+    edits = {"pyproject.toml": (rf'^version = "{old}"$', f'version = "{dev}"'),
+             "java/pom.xml": (rf"<version>{old}</version>", f"<version>{dev}</version>"),
+             "CHANGELOG.md": (rf"^## \[{old}\] - .*$", f"## [{dev}] - {date}")}  # fmt: skip
+    for name, (pattern, new) in edits.items():  # an edit that does not take, check finds
+        Path(name).write_text(re.sub(pattern, new, Path(name).read_text(), count=1, flags=re.M))
 
 
 def deploy_to_maven_central(wheels: str, *maven_arguments: str) -> int:
@@ -169,8 +183,9 @@ if __name__ == "__main__":
     group, artifact = pom.findtext("{*}groupId") or "", pom.findtext("{*}artifactId") or ""
     if command == "check" and len(arguments) == 2:
         Path(arguments[1]).write_text(release_notes(arguments[0]))
-        print(f"release: {arguments[0]} is the version of pyproject.toml, java/pom.xml and "
-              "CHANGELOG.md")  # fmt: skip
+        print(f"release: {arguments[0]}: pyproject.toml, java/pom.xml and CHANGELOG.md agree")
+    elif command == "dev" and len(arguments) == 1:
+        dev_version(arguments[0])
     elif command == "maven" and arguments:
         sys.exit(deploy_to_maven_central(*arguments))
     elif command == "central-published" and len(arguments) == 1:

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 from registry_stand_ins import RegistryStandIns
-from test_repository import run_blocks
+from test_repository import git, pyproject_version, run_blocks, workflow_jobs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-VERSION = "0.1.0"
+VERSION = pyproject_version()  # in a dry run's CI, X.Y.Z.devN
 COMPONENT = f"org/tfstopgrad/tf-stopgrad/{VERSION}"
 BASE = f"{COMPONENT}/tf-stopgrad-{VERSION}"
 TOKEN = ("user", "token")
@@ -53,20 +53,24 @@ def sign(gnupg: Path, content: bytes) -> bytes:
     return signed.stdout
 
 
-@pytest.fixture(scope="module")
-def bundle_files(signing_key) -> dict[str, bytes]:
-    """A bundle's files, as the release profile makes them: the jar, its sources and javadoc
-    and the pom, each signed and summed."""
-    files = {}
+def bundle(gnupg: Path, version: str = VERSION) -> dict[str, bytes]:
+    """A bundle's files of the version, as the release profile makes them: the jar, its sources
+    and javadoc and the pom, each signed and summed."""
+    files, base = {}, f"org/tfstopgrad/tf-stopgrad/{version}/tf-stopgrad-{version}"
     for suffix in (".jar", "-sources.jar", "-javadoc.jar", ".pom"):
-        content = f"the {suffix} of tf-stopgrad".encode()
-        files[BASE + suffix] = content
-        files[f"{BASE}{suffix}.asc"] = sign(signing_key, content)
+        content = f"the {suffix} of tf-stopgrad {version}".encode()
+        files[base + suffix] = content
+        files[f"{base}{suffix}.asc"] = sign(gnupg, content)
         for algorithm in ("md5", "sha1", "sha256", "sha512"):
-            files[f"{BASE}{suffix}.{algorithm}"] = (
+            files[f"{base}{suffix}.{algorithm}"] = (
                 hashlib.new(algorithm, content).hexdigest().encode()
             )
     return files
+
+
+@pytest.fixture(scope="module")
+def bundle_files(signing_key) -> dict[str, bytes]:
+    return bundle(signing_key)
 
 
 @pytest.fixture
@@ -138,13 +142,13 @@ def built(tmp_path: Path, files: dict[str, bytes]) -> Path:
     return directory
 
 
-def wheels(tmp_path: Path) -> Path:
+def wheels(tmp_path: Path, version: str = VERSION) -> Path:
     """A dist directory of the version: two wheels and an sdist (their bytes stand in)."""
     dist = tmp_path / "dist"
     dist.mkdir()
-    for name in (f"tf_stopgrad-{VERSION}-py3-none-manylinux2014_x86_64.whl",
-                 f"tf_stopgrad-{VERSION}-py3-none-manylinux2014_aarch64.whl",
-                 f"tf_stopgrad-{VERSION}.tar.gz"):  # fmt: skip
+    for name in (f"tf_stopgrad-{version}-py3-none-manylinux2014_x86_64.whl",
+                 f"tf_stopgrad-{version}-py3-none-manylinux2014_aarch64.whl",
+                 f"tf_stopgrad-{version}.tar.gz"):  # fmt: skip
         (dist / name).write_bytes(f"the bytes of {name}".encode())
     return dist
 
@@ -342,7 +346,7 @@ def protected_key(tmp_path_factory) -> tuple[str, str]:
 
 # The preflight's findings: (what is wrong, its exit status, what it says).
 PREFLIGHT = {
-    "nothing": ({}, 0, "The token authenticates; Central has published 0.1.0 already: false"),
+    "nothing": ({}, 0, f"The token authenticates; Central has published {VERSION} already: false"),
     "a secret not set": ({"MAVEN_CENTRAL_PASSWORD": ""}, 1,
                          "::error::The environment maven-central has no secret MAVEN_CENTRAL_PAS"),
     "the passphrase": ({"MAVEN_GPG_PASSPHRASE": "wrong"}, 2, "signing failed: Bad passphrase"),
@@ -367,7 +371,7 @@ def test_the_preflight_fails_on_what_would_fail_central(registries, protected_ke
     (tmp_path / "bin" / "curl").chmod(0o755)
     change, status, says = PREFLIGHT[wrong]
     environment = {**registries.environment, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
-                   "RUNNER_TEMP": str(tmp_path), "GITHUB_REF_NAME": f"v{VERSION}",
+                   "RUNNER_TEMP": str(tmp_path), "TAG": f"v{VERSION}",
                    "MAVEN_GPG_PRIVATE_KEY": protected_key[0], "MAVEN_GPG_PASSPHRASE": "passphrase",
                    "KEYSERVER_KEY": str(tmp_path / "public.asc"), **change}  # fmt: skip
     environment.pop("GNUPGHOME")
@@ -381,13 +385,17 @@ def test_the_preflight_fails_on_what_would_fail_central(registries, protected_ke
 
 def maven(arguments: list[str]) -> None:
     """Maven with the release profile, as far as the release's scripts see it (bin/mvn runs it):
-    the bundle, BUNDLE's bytes, in java/target/central-publishing; unless -DskipUpload=true,
-    uploaded to CENTRAL_API and the plugin's line naming the deployment (DEPLOYMENT_ID's, when
-    set) logged; then Maven exits with MAVEN_STATUS."""
+    the bundle, BUNDLE's bytes, in java/target/central-publishing, and its jars in java/target;
+    unless -DskipUpload=true, uploaded to CENTRAL_API and the plugin's line naming the deployment
+    (DEPLOYMENT_ID's, when set) logged; then Maven exits with MAVEN_STATUS."""
     target = Path("java/target/central-publishing")
     target.mkdir(parents=True, exist_ok=True)
     bundle = Path(os.environ["BUNDLE"]).read_bytes()
     (target / "central-bundle.zip").write_bytes(bundle)
+    with zipfile.ZipFile(io.BytesIO(bundle)) as archive:
+        for name in archive.namelist():
+            if name.endswith(".jar"):
+                (target.parent / name.rsplit("/", 1)[1]).write_bytes(archive.read(name))
     if "-DskipUpload=true" not in arguments:
         deployment = post_bundle(os.environ["CENTRAL_API"], bundle)
         if os.environ.get("DEPLOYMENT_ID", deployment):
@@ -399,39 +407,91 @@ def maven(arguments: list[str]) -> None:
     sys.exit(status)
 
 
+GH = """#!/bin/sh
+# gh, as far as release.yml's github job sees it: each call logged to GH_LOG; a release per file
+# in GH_RELEASES; the tags GitHub has, GH_TAGS.
+echo "gh $*" >>"$GH_LOG"
+release="$GH_RELEASES/$3"
+case "$1 $2" in
+  "release view") test -e "$release" ;;
+  "release create")
+    if echo " $* " | grep -q -- " --verify-tag " && ! echo " $GH_TAGS " | grep -q " $3 "; then
+      echo "no tag $3" >&2; exit 1
+    fi
+    touch "$release" ;;
+  "release upload" | "release edit") test -e "$release" ;;
+  "release delete") rm "$release" ;;
+  *) echo "gh: unknown command $*" >&2; exit 1 ;;
+esac
+"""
+
+
 class Runner:
-    """release.yml's jobs from the upload to Central's publication against the stand-ins, as
-    GitHub runs them: their scripts as written, under ``shell: bash`` (bash -eo pipefail), in a
-    checkout of the files they read, Maven the stand-in above. A job's outputs stay for the jobs
-    after it, which a re-run of it re-runs, as GitHub's do."""
+    """release.yml's jobs against the stand-ins, as GitHub runs them: each run step of a job in
+    its order, as written, under ``shell: bash`` (bash -eo pipefail), in a checkout of the files
+    they read, Maven and gh the stand-ins above, but the steps that ask GitHub about the commit
+    (test_repository runs those). Steps ``if: env.DRY_RUN`` run in a dry run only. A job's
+    outputs stay for the jobs after it, which a re-run of it re-runs, as GitHub's do. The jobs
+    the release's tests run are JOBS: from the upload to Central's publication; a dry run's,
+    DRY_RUN_JOBS, all those after CI."""
 
     JOBS = ("central-upload", "pypi", "pypi-served", "central-publish")
-    SCRIPTS = {"central-upload": "central-validated", "pypi-served": "serves pypi",
-               "central-publish": "central-publish \"$DEPLOYMENT\""}  # fmt: skip
+    DRY_RUN_JOBS = ("check", *JOBS, "github")
 
-    def __init__(self, registries, files: dict[str, bytes], tmp_path: Path):
+    def __init__(self, registries, files: dict[str, bytes], tmp_path: Path, dry_run: str = ""):
         self.registries, self.work, self.outputs = registries, tmp_path / "runner", {}
-        for name in (".ci/release.py", "java/pom.xml", "pyproject.toml"):
-            (self.work / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(REPO_ROOT / name, self.work / name)
-        self.dist, self.pypi_serves, self.uploaded_to_pypi = wheels(self.work), True, False
+        self.version = f"{VERSION}.dev{dry_run}" if dry_run else VERSION
+        self.checkout()
+        # The checkout's commit, which dates a dry run's CHANGELOG section.
+        git(self.work, "init", "-q")
+        git(self.work, "commit", "-q", "--allow-empty", "-m", "released")
+        self.dist, self.pypi_serves, self.uploaded_to_pypi = wheels(self.work, self.version), 1, 0
         (tmp_path / "bin").mkdir()
         (tmp_path / "bin" / "python3").symlink_to(sys.executable)
         (tmp_path / "bin" / "mvn").write_text(
             f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(REPO_ROOT / 'tests')!r})\n"
             "from test_release import maven\nmaven(sys.argv[1:])\n")  # fmt: skip
-        (tmp_path / "bin" / "mvn").chmod(0o755)
-        self.environment = {**registries.environment, "GITHUB_REF_NAME": f"v{VERSION}",
+        (tmp_path / "bin" / "gh").write_text(GH)
+        for tool in ("mvn", "gh"):
+            (tmp_path / "bin" / tool).chmod(0o755)
+        (tmp_path / "releases").mkdir()
+        self.environment = {**registries.environment, "TAG": f"v{self.version}",
+                            "DRY_RUN": VERSION if dry_run else "",
                             "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
                             "RELEASE_WAIT_SECONDS": "0", "BUNDLE": str(tmp_path / "bundle.zip"),
-                            "SOURCE_DATE_EPOCH": "1700000000"}  # fmt: skip
+                            "SOURCE_DATE_EPOCH": "1700000000", "GITHUB_SHA": "0" * 40,
+                            "GH_LOG": str(tmp_path / "gh.log"),
+                            "GH_RELEASES": str(tmp_path / "releases"),
+                            "GH_TAGS": "" if dry_run else f"v{VERSION}"}  # fmt: skip
+        self.workflow = (REPO_ROOT / ".github" / "workflows" / "release.yml").read_text()
         self.build(files)
+
+    def checkout(self) -> None:
+        """The files the jobs read, as each job's checkout has them: a dry run's version is
+        written again by each job that needs it."""
+        for name in (".ci/release.py", "java/pom.xml", "pyproject.toml", "CHANGELOG.md"):
+            (self.work / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(REPO_ROOT / name, self.work / name)
 
     def pypi_served(self) -> None:
         shutil.copytree(self.dist, self.registries.pypi_files, dirs_exist_ok=True)
 
     def build(self, files: dict[str, bytes]) -> None:
+        """What Maven builds and signs: the bundle; the jars of it, the bytes CI built."""
         Path(self.environment["BUNDLE"]).write_bytes(zipped(files))
+        shutil.rmtree(self.work / "jars-ci", ignore_errors=True)
+        (self.work / "jars-ci").mkdir()
+        for name, content in files.items():
+            if name.endswith(".jar"):
+                (self.work / "jars-ci" / name.rsplit("/", 1)[1]).write_bytes(content)
+
+    def scripts(self, job: str) -> list[str]:
+        jobs = workflow_jobs("release.yml", self.workflow)
+        steps = re.split(r"^(?=      - )", jobs[job], flags=re.M)
+        dry_run = bool(self.environment["DRY_RUN"])
+        return [script for step in steps if dry_run or "if: env.DRY_RUN" not in step
+                for script in run_blocks(step)
+                if "git ls-remote" not in script and "git merge-base" not in script]  # fmt: skip
 
     def job(self, name: str) -> tuple[int, str]:
         if name == "pypi":  # twine's upload, which the stand-in's PyPI serves unless it is slow
@@ -439,23 +499,34 @@ class Runner:
             if self.pypi_serves:
                 self.pypi_served()
             return 0, ""
+        if "uses: actions/checkout@" in workflow_jobs("release.yml", self.workflow)[name]:
+            self.checkout()
         if name == "central-upload":  # on a fresh runner, which makes the jars the artifact
             shutil.rmtree(self.work / "jars", ignore_errors=True)
-        workflow = (REPO_ROOT / ".github" / "workflows" / "release.yml").read_text()
-        [script] = [script for script in run_blocks(workflow) if self.SCRIPTS[name] in script]
+            shutil.rmtree(self.work / "java" / "target", ignore_errors=True)
+        if name == "github":  # its artifacts: dist-ci, the jars, the notes check wrote
+            shutil.rmtree(self.work / "files", ignore_errors=True)
+            shutil.copytree(self.dist, self.work / "files")
+            shutil.copytree(self.work / "jars", self.work / "files", dirs_exist_ok=True)
         output = self.work / "output"
         output.write_text("")
         deployment = self.outputs.get("central-upload", {}).get("deployment", "")
-        ran = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
-                             cwd=self.work, capture_output=True, text=True, timeout=120,
-                             env={**self.environment, "GITHUB_OUTPUT": str(output),
-                                  "DEPLOYMENT": deployment})  # fmt: skip
+        ran = []
+        for script in self.scripts(name):
+            ran.append(subprocess.run(
+                ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=self.work,
+                capture_output=True, text=True, timeout=120,
+                env={**self.environment, "GITHUB_OUTPUT": str(output), "DEPLOYMENT": deployment,
+                     "CENTRAL": "success"}))  # fmt: skip
+            if ran[-1].returncode:
+                break
         self.outputs[name] = dict(line.split("=", 1) for line in output.read_text().splitlines())
-        return ran.returncode, ran.stdout + ran.stderr
+        return ran[-1].returncode, "".join(done.stdout + done.stderr for done in ran)
 
-    def run(self, first: str = "central-upload") -> tuple[str | None, str]:
+    def run(self, first: str | None = None) -> tuple[str | None, str]:
         """The jobs from `first` on: the one that fails and its output, or None."""
-        for name in self.JOBS[self.JOBS.index(first) :]:
+        jobs = self.DRY_RUN_JOBS if self.environment["DRY_RUN"] else self.JOBS
+        for name in jobs[jobs.index(first or jobs[0]) :]:
             status, output = self.job(name)
             if status:
                 return name, output
@@ -588,3 +659,144 @@ def test_each_failed_job_is_mended_by_the_re_run_contributing_names(runner, bund
     mends(runner, bundle_files)
     assert runner.run(rerun) == (None, "")
     assert runner.public() == {"PyPI", "Maven Central"}
+
+
+DEV = f"{VERSION}.dev4242"  # the dry run's version, in the run 4242
+
+
+@pytest.fixture
+def dry_run(registries, signing_key, tmp_path):
+    """A Runner of release.yml's dry run, given pyproject.toml's version, in the run 4242: what
+    CI built and Maven signs is of the version DEV."""
+    return Runner(registries, bundle(signing_key, DEV), tmp_path, dry_run="4242")
+
+
+def gh_calls(runner) -> list[str]:
+    log = Path(runner.environment["GH_LOG"])
+    return log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.mark.slow
+@pytest.mark.needs("git", "unzip")
+def test_the_dry_run_tries_every_service_and_leaves_nothing_but_testpypi_s_files(dry_run):
+    """release.yml's jobs after CI, as its dry run runs them (workflow_dispatch): the version
+    written into the files, Central's upload validated then dropped, PyPI (TestPyPI: PYPI) served
+    as built, a draft GitHub release with every file, then deleted."""
+    assert dry_run.job("check") == (0, f"release: v{DEV}: pyproject.toml, java/pom.xml and "
+                                       "CHANGELOG.md agree\n")  # fmt: skip
+    work = dry_run.work
+    assert f'\nversion = "{DEV}"\n' in (work / "pyproject.toml").read_text()
+    assert f"<version>{DEV}</version>" in (work / "java" / "pom.xml").read_text()
+    dated = f"\n## [{DEV}] - {git(work, 'log', '-1', '--format=%cs')}\n"
+    assert dated in (work / "CHANGELOG.md").read_text()
+    assert (work / "notes.md").read_text().strip()  # the section's, as check wrote them
+    assert dry_run.run("central-upload") == (None, "")
+
+    deployment = dry_run.outputs["central-upload"]["deployment"]
+    assert deployment and not dry_run.registries.deployments  # validated, then dropped
+    assert not dry_run.registries.published and not dry_run.registries.repository
+    served = sorted(file.name for file in dry_run.registries.pypi_files.iterdir())
+    assert served == sorted(file.name for file in dry_run.dist.iterdir())
+    assert all(f"-{DEV}" in name for name in served)
+
+    view, create, delete = gh_calls(dry_run)
+    assert view == f"gh release view v{DEV}"
+    head = (f"gh release create v{DEV} --draft --target {'0' * 40} --title v{DEV} "
+            "--notes-file notes.md ")  # fmt: skip
+    assert create.startswith(head), create
+    attached = {path.removeprefix("files/") for path in create[len(head) :].split()}
+    jars = {path.rsplit("/", 1)[1] for path in bundle_paths(DEV)}
+    assert attached == {*served, *jars, "SHA256SUMS"}
+    assert delete == f"gh release delete v{DEV} --yes"
+    assert not any(Path(dry_run.environment["GH_RELEASES"]).iterdir())
+
+
+def bundle_paths(version: str) -> list[str]:
+    """The bundle's files the GitHub release attaches: the jars, the pom, their signatures."""
+    base = f"org/tfstopgrad/tf-stopgrad/{version}/tf-stopgrad-{version}"
+    return [f"{base}{suffix}{signed}" for suffix in (".jar", "-sources.jar", "-javadoc.jar", ".pom")
+            for signed in ("", ".asc")]  # fmt: skip
+
+
+# Slips in the dry run's lines of release.yml, each of which fails the dry run: (the line as
+# written, as slipped, the job that fails, what it says).
+DRY_RUN_SLIPS = {
+    "check's version": ('dev "${TAG#v}"', 'dev "$TAG"', "check",
+                        f"v{DEV} is not {VERSION}.devN"),
+    "central-upload's version": ('dev "$version"', 'dev "$versoin"', "central-upload",
+                                 f" is not {VERSION}.devN"),
+    "the deployment dropped": ('central-drop "$DEPLOYMENT"', 'central-drop "$DEPLOYMENTS"',
+                               "central-publish", "Publisher API has no deployment/"),
+    "the release's tag": ('tag=(--draft --target "$GITHUB_SHA")', "tag=(--verify-tag)", "github",
+                          f"no tag v{DEV}"),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.needs("git", "unzip")
+@pytest.mark.parametrize("slip", sorted(DRY_RUN_SLIPS))
+def test_a_slip_in_the_dry_run_s_shell_fails_it(dry_run, slip):
+    written, slipped, job, says = DRY_RUN_SLIPS[slip]
+    assert dry_run.workflow.count(written) == 1, written
+    dry_run.workflow = dry_run.workflow.replace(written, slipped)
+    failed, output = dry_run.run()
+    assert failed == job and says in output, output
+
+
+@pytest.mark.slow
+@pytest.mark.needs("git", "unzip")
+def test_the_github_job_releases_on_the_tag_and_a_re_run_replaces_the_files(runner):
+    assert runner.run() == (None, "")
+    (runner.work / "notes.md").write_text("The release's notes.\n")
+    assert runner.job("github")[0] == 0 and runner.job("github")[0] == 0
+    files = " ".join(f"files/{name}" for name in sorted(os.listdir(runner.work / "files")))
+    assert gh_calls(runner) == [
+        f"gh release view v{VERSION}",
+        f"gh release create v{VERSION} --verify-tag --title v{VERSION} --notes-file notes.md "
+        f"{files}",
+        f"gh release view v{VERSION}",
+        f"gh release upload v{VERSION} --clobber {files}",
+        f"gh release edit v{VERSION} --notes-file notes.md",
+    ]
+    assert "The jars are not here" not in (runner.work / "notes.md").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.needs("git")
+def test_ci_builds_and_tests_the_dry_run_s_version(tmp_path):
+    """release.yml gives ci.yml its dry run's version, X.Y.Z.devRUN_ID, which ci.yml hands to
+    .ci/run (DEV_VERSION), which writes it into the files before the lanes build and test them:
+    here on a copy, with a stand-in python3 that makes a tools venv of stand-ins (--list)."""
+    workflows = REPO_ROOT / ".github" / "workflows"
+    release, ci = (workflows / "release.yml").read_text(), (workflows / "ci.yml").read_text()
+    version = "format('{0}.dev{1}', inputs.version, github.run_id)"
+    ci_job = workflow_jobs("release.yml")["ci"]
+    assert f'with: {{ dev-version: "${{{{ inputs.version && {version} }}}}" }}' in ci_job
+    assert f"TAG: ${{{{ inputs.version && 'v' + {version}" not in release  # no such operator
+    assert "TAG: ${{ inputs.version && format('v{0}.dev{1}', inputs.version, github.run_id) " in (
+        release)  # fmt: skip
+    assert re.search(r"^  DEV_VERSION: \$\{\{ inputs\.dev-version \}\}", ci, re.M)
+    assert "sudo -E" in ci  # which keeps DEV_VERSION for .ci/run
+
+    for name in (".ci/run", ".ci/release.py", "pyproject.toml", "java/pom.xml", "CHANGELOG.md"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO_ROOT / name, tmp_path / name)
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "commit", "-q", "--allow-empty", "-m", "the dry run's")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python3").write_text(
+        '#!/bin/sh\nif [ "$1 $2" = "-m venv" ]; then\n  mkdir -p "$3/bin"\n'
+        '  printf "#!/bin/sh\\n" >"$3/bin/pip"\n'
+        '  printf "#!/bin/sh\\nprintf \'wheels\\\\nlint\\\\n\'\\n" >"$3/bin/tox"\n'
+        '  chmod +x "$3/bin/pip" "$3/bin/tox"; exit\nfi\n'
+        f'exec "{sys.executable}" "$@"\n')  # fmt: skip
+    (tmp_path / "bin" / "python3").chmod(0o755)
+    for dev, status in ((f"{VERSION}.dev7", 0), ("9.9.9.dev7", 1)):
+        environment = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+                       "DEV_VERSION": dev}  # fmt: skip
+        ran = subprocess.run(["bash", str(tmp_path / ".ci" / "run"), "--list"], env=environment,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert ran.returncode == status, ran.stdout + ran.stderr
+    assert f"9.9.9.dev7 is not {VERSION}.dev7.devN" in ran.stderr
+    assert f'\nversion = "{VERSION}.dev7"\n' in (tmp_path / "pyproject.toml").read_text()
+    assert f"<version>{VERSION}.dev7</version>" in (tmp_path / "java" / "pom.xml").read_text()
