@@ -31,7 +31,7 @@ TARGETED_CASES = (
     "`import tf_stopgrad`",
     "`pip install` of the wheel",
     "opcheck: the checks in this process",
-    "opcheck: saved_model",
+    "opcheck: every check, edge samples included",
 )
 
 

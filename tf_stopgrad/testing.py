@@ -4,18 +4,13 @@
     results = opcheck(my_ops.my_op, [(np.ones([2, 3], np.float32),)], library="my_ops.so")
     results.raise_on_failure()        # in a test; assert_opcheck(...) does both in one call
 
-Each check runs the op on the author's own samples, and on edge samples derived from them, and
-holds it to what TensorFlow's built-in ops guarantee (docs/opcheck.md: what each check means, and
-what to do when it fails). A broken op never makes opcheck raise: whatever goes wrong in a check
-is that check's ``failed``. Every sample runs first in a fresh process (the one that loads the
-SavedModel), so that a kernel that crashes ends that process, not this one. A sample whose failure
-one check reports (no kernel for it, a shape function that lies, a crash) is left out of the
-checks it would break too, so that each defect fails one check; so is a sample that the shape
-function refuses, which fails nothing.
-
-The layout: the API (``opcheck``, its results) at the end; ``_Run``, what the checks share, each
-computed once; ``_check_<name>`` for each name in ``CHECKS``, in that order, each returning its
-reason for ``ok`` or raising ``_Verdict``; and ``_FRESH_PROCESS``, the script of the fresh process.
+Each check runs the op on the author's samples (and on edge samples derived from them) and holds
+it to what TensorFlow's built-in ops guarantee: docs/opcheck.md says what each check means, and
+what to do when it fails. A broken op never makes opcheck raise. Each sample runs first in a fresh
+process, where a crashing kernel ends that process, not this one. A sample that one check reports
+(no kernel for it, a shape function that lies, a crash) is left out of the others, so that each
+defect fails one check. In this file: the shared state (``_Run``), then ``_check_<name>`` for each
+of ``CHECKS`` in order (its reason for ok, or a ``_Verdict``), the fresh process, and the API.
 """
 
 from __future__ import annotations
@@ -43,8 +38,8 @@ from tensorflow.core.framework.tensor_pb2 import TensorProto
 
 from . import _compat
 
-CHECKS = ("registered", "shape_fn", "crash", "gradient", "modes", "edges", "vmap", "retrace", "pure",
-          "saved_model")
+CHECKS = ("registered", "shape_fn", "crash", "gradient", "modes", "edges", "vmap", "retrace",
+          "pure", "saved_model")
 IN_A_FRESH_PROCESS = ("crash", "edges", "saved_model")  # the others start no process
 # What a traced function holds besides the ops under test (unless it holds nothing else).
 PLUMBING = {"Placeholder", "Const", "Identity", "IdentityN", "NoOp", "PartitionedCall",
@@ -155,13 +150,12 @@ class _Sample:
 
 
 def _extremes(array: np.ndarray, dtype: tf.DType) -> np.ndarray:
-    """``array``'s shape filled with the values that break arithmetic: NaN, ±Inf, -0.0 and
-    subnormals for floats, the limits of integers, empty and blank strings (else ``array``)."""
+    """``array``'s shape filled with NaN, ±Inf, -0.0 and subnormals (floats), the limits
+    (integers), or empty and blank strings; else ``array`` itself."""
     if dtype.is_floating or dtype.is_complex:
         tiny = np.array(1, dtype.real_dtype.as_numpy_dtype)
-        two = np.array(2, tiny.dtype)
-        while tiny / two:  # down to the smallest subnormal
-            tiny = tiny / two
+        while tiny / np.array(2, tiny.dtype):  # down to the smallest subnormal
+            tiny = tiny / np.array(2, tiny.dtype)
         values: Any = np.array([np.nan, np.inf, -np.inf, -0.0, tiny, -tiny], tiny.dtype)
     elif dtype.is_integer and not dtype.is_quantized:
         values = np.array([dtype.min, dtype.max], array.dtype)
@@ -175,11 +169,13 @@ def _extremes(array: np.ndarray, dtype: tf.DType) -> np.ndarray:
 def _edge_samples(samples: Sequence[_Sample], first_index: int) -> list[_Sample]:
     """The inputs that op authors forget, derived from the first sample of each signature (its
     dtypes and ranks): an empty batch, each input empty in each axis in turn, each input a
-    scalar, a batch of one, and extreme values. Copies of a sample are left out."""
+    scalar, a batch of one, and extreme values; none a copy of a sample."""
     bases: dict[tuple, _Sample] = {}
     for sample in samples:
         bases.setdefault((sample.dtypes, tuple(a.ndim for a in sample.arrays)), sample)
-    seen, edges = {_values_of(s.dtypes, s.arrays) for s in samples}, []
+    def values(arrays):  # an object array's bytes are its pointers: the same strings, or not
+        return tuple((a.shape, a.tobytes()) for a in arrays)
+    seen, edges = {values(s.arrays) for s in samples}, []
     for base in bases.values():
         arrays, size = base.arrays, next((a.shape[0] for a in base.arrays if a.ndim), 0)
         batched = [a.ndim > 0 and a.shape[0] == size for a in arrays]
@@ -194,16 +190,11 @@ def _edge_samples(samples: Sequence[_Sample], first_index: int) -> list[_Sample]
             for how, new in changed.items():
                 derived[how] = [new if j == i else a for j, a in enumerate(arrays)]
         for how, new in derived.items():
-            if (values := _values_of(base.dtypes, new)) not in seen:
-                seen.add(values)
+            if values(new) not in seen:
+                seen.add(values(new))
                 edges.append(_Sample(first_index + len(edges), tuple(new), base.dtypes,
                                      f"sample {base.index} with {how}", base.index))
     return edges
-
-
-def _values_of(dtypes: tuple, arrays: Sequence[np.ndarray]) -> tuple:
-    return dtypes, tuple((a.shape, tuple(a.flat) if a.dtype == object else a.tobytes())
-                         for a in arrays)
 
 
 def _difference(expected: Any, actual: Any, rtol=0.0, atol=0.0, bits=True) -> str:
@@ -236,14 +227,12 @@ def _difference(expected: Any, actual: Any, rtol=0.0, atol=0.0, bits=True) -> st
 
 @dataclasses.dataclass
 class _Screen:
-    """What the fresh process found: each sample's outputs in tf.function (or the error it
-    raised, as text), the samples that ended the process, and how, and the op types TensorFlow
-    alone does not register; ``error`` says why it could not load and run the SavedModel."""
+    """What the fresh process found (``error``: why it could not load and run the model)."""
 
     error: str = ""
-    outputs: dict[int, Any] = dataclasses.field(default_factory=dict)
-    crashes: dict[int, str] = dataclasses.field(default_factory=dict)
-    unregistered: list[str] = dataclasses.field(default_factory=list)
+    outputs: dict[tuple[int, str], Any] = dataclasses.field(default_factory=dict)  # or error
+    crashes: dict[int, str] = dataclasses.field(default_factory=dict)  # how each ended it
+    unregistered: list[str] = dataclasses.field(default_factory=list)  # by TensorFlow alone
 
 
 def _visible_devices() -> list[str]:
@@ -334,79 +323,69 @@ class _Run:
         gaps = self.kernel_gaps.get(sample.index, [])
         return "registered" if any(gap[1] == "CPU" for gap in gaps) else ""
 
-    def runnable(self, sample: _Sample) -> bool:
-        """Whether fn builds and runs its ops on ``sample``, and it has not crashed a process."""
-        return not self.reported_by(sample) and sample.index not in self.crashes
-
-    def usable(self, screened: bool = True) -> list[_Sample]:
-        """The samples fn builds and runs its ops on (and that have not crashed the fresh
-        process, if ``screened``); the check is skipped if there is none."""
-        if not (usable := [s for s in self.samples if not self.reported_by(s) and not (
-                screened and s.index in self.crashes)]):
+    def usable(self) -> list[_Sample]:
+        """The samples fn builds and runs its ops on without a crash; if none, a skip."""
+        if not (usable := [s for s in self.samples if not self.reported_by(s)
+                           and s.index not in self.crashes]):
             raise _Verdict("skipped", "fn builds and runs its ops on no sample (see registered, "
-                           f"shape_fn{', crash' * bool(screened and self.crashes)})")
+                           f"shape_fn{', crash' * bool(self.crashes)})")
         return usable
 
     @functools.cached_property
     def edges(self) -> list[_Sample]:
-        if "edges" not in self.checks:
-            return []
-        return _edge_samples([s for s in self.samples if not self.reported_by(s)],
-                             len(self.samples))
+        built = [s for s in self.samples if not self.reported_by(s)]
+        return _edge_samples(built, len(self.samples)) if "edges" in self.checks else []
 
     @functools.cached_property
     def crashes(self) -> dict[int, str]:
-        """Each sample that ended the fresh process, and how; none if no check starts one."""
         return self.screen.crashes if set(IN_A_FRESH_PROCESS) & set(self.checks) else {}
 
     @functools.cached_property
     def screen(self) -> _Screen:
-        """Every sample fn runs on, edge samples too, run first in a fresh process that loads
-        the SavedModel of fn, in tf.function and with jit_compile (eagerly, the same kernels
-        run): where a kernel crashes, that process ends, not this one, and is started again
-        past the sample."""
+        """Runs each sample (edge samples too) first in a fresh process that loads fn's
+        SavedModel, in tf.function and with jit_compile (eagerly, the same kernels run). A crash
+        ends that process, not this one; the next starts past the sample."""
         samples = [s for s in self.samples + self.edges if not self.reported_by(s)]
         screen = _Screen()
-        if not samples:
-            return screen
         with tempfile.TemporaryDirectory(prefix="opcheck-") as directory:
             try:
-                self.save(samples, directory)
+                if samples:
+                    self.save(samples, directory)
             except Exception as error:
-                screen.error = f"fn's SavedModel cannot be written: {_told(error)}"
-                return screen
-            while (ended := _fresh_process(directory, self.library or ""))[0]:
+                screen.error, samples = f"fn's SavedModel cannot be written: {_told(error)}", []
+            while samples:
+                ended, said = _fresh_process(directory, self.library or "")
                 done = Path(directory, "progress").read_text().splitlines()
-                if not done:
-                    screen.error = f"it ended {ended[0]} before it ran any sample"
-                    return screen
+                if not ended or not done:  # it ended well, raised, or crashed before a sample
+                    screen.error = f"it ended {ended} before it ran a sample" if ended else said
+                    break
                 index, mode = done[-1].split(" ", 1)
-                screen.crashes[int(index[:4])] = f"{ended[0]} {mode}{ended[1]}"
-                for line in done:  # the next process starts past these
-                    shutil.rmtree(Path(directory, "inputs", line.split()[0]), ignore_errors=True)
+                screen.crashes[int(index[:4])] = f"{ended} {mode}{said}"
+                for name in {line.split()[0] for line in done}:  # the next process starts past
+                    shutil.rmtree(Path(directory, "inputs", name))
                 Path(directory, "progress").write_text("")
-            screen.error = ended[1]
-            screen.unregistered = sorted(Path(directory, "unregistered").read_text().split())
-            for folder in Path(directory, "outputs").glob("*"):
-                screen.outputs[int(folder.name[:4])] = folder.read_text() if folder.suffix else \
-                    _tensors_in(folder)
+            if samples and not screen.error:
+                screen.unregistered = sorted(Path(directory, "unregistered").read_text().split())
+            for folder in Path(directory, "outputs").glob("*/*"):  # outputs/MODE/SAMPLE
+                key = int(folder.name[:4]), folder.parent.name
+                screen.outputs[key] = folder.read_text() if folder.suffix else _tensors_in(folder)
         return screen
 
     def save(self, samples: list[_Sample], directory: str) -> None:
-        """fn's SavedModel, traced for each sample, and each sample's inputs, in ``directory``."""
+        """fn's SavedModel, traced for each sample, and the samples' inputs (in a folder whose
+        name says if XLA has their types)."""
         module = tf.Module()
         module.call = tf.function(self.fn, autograph=False)
         module.held = _held(self.fn, set())  # what the model must save too: a tokenizer's tables
         for sample in samples:
             module.call.get_concrete_function(*sample.tensors())
             jit = not {d.name for d in sample.dtypes} - self.xla_types("CPU:0")
-            (folder := Path(directory, "inputs", f"{sample.index:04d}{'-jit' * jit}")).mkdir(
-                parents=True)
+            folder = Path(directory, "inputs", f"{sample.index:04d}{'-jit' * jit}")
+            folder.mkdir(parents=True)
             for i, (array, dtype) in enumerate(zip(sample.arrays, sample.dtypes)):
                 (folder / f"{i:04d}").write_bytes(
                     tf.make_tensor_proto(array, dtype).SerializeToString())
         tf.saved_model.save(module, str(Path(directory, "model")))
-        Path(directory, "outputs").mkdir()
         Path(directory, "progress").write_text("")
 
     @functools.cache  # noqa: B019
@@ -448,36 +427,6 @@ class _Run:
                                     f"{static.dtype.name}{_shape(static.shape)}, the kernel gives "
                                     f"{kernel.dtype.name}{kernel.shape.as_list()}")
         return problems, refused
-
-    def outputs_each_way(self, sample: _Sample, device: str, expected: list, notes: list[str]
-                         ) -> dict[str, list | str]:
-        """fn's outputs on ``sample`` (or its error), in tf.function and with jit_compile on
-        ``device``, and eagerly unless that is where ``expected`` comes from. Where XLA has no
-        type for an input or an expected output, jit_compile is not tried, and ``notes`` say so."""
-        ways = {how: way for how, way in self.ways.items() if how != "eagerly" or device != "CPU:0"}
-        if untyped := {t.dtype.name for t in [*sample.tensors(), *expected]} - self.xla_types(
-                device):
-            notes.append(f"XLA has no type for {', '.join(sorted(untyped))}: jit_compile not tried")
-            del ways["with jit_compile"]
-        found: dict[str, list | str] = {}
-        for how, way in ways.items():
-            try:
-                with tf.device(device):
-                    found[how] = _flat(way(*sample.tensors()))
-            except Exception as error:
-                found[how] = _told(error)
-        return found
-
-    @functools.cache  # noqa: B019
-    def on_the_cpu(self, sample: _Sample) -> dict[str, list | str]:
-        """fn's outputs on ``sample`` (or its error), each way, on the CPU."""
-        try:
-            with tf.device("CPU:0"):
-                eager: list | str = self.call(sample.tensors())
-        except Exception as error:
-            eager = _told(error)
-        expected = [] if isinstance(eager, str) else eager
-        return {"eagerly": eager, **self.outputs_each_way(sample, "CPU:0", expected, [])}
 
     def compare(self, sample: _Sample, expected: list, actual: list, where: str) -> list[str]:
         """Values where fn is deterministic on ``sample``, else dtypes and ranks only. An edge
@@ -605,7 +554,8 @@ def _check_registered(run: _Run) -> str:
 
 
 def _check_shape_fn(run: _Run) -> str:
-    found = [run.shape_problems(s) for s in run.samples if run.runnable(s)]
+    found = [run.shape_problems(s) for s in run.samples
+             if not run.reported_by(s) and s.index not in run.crashes]
     # A sample the shape function refuses is the caller's error: the kernel is not run on it.
     rejected = [f"{s} ({_told(run.trace(s))})" for s in run.samples  # type: ignore[arg-type]
                 if run.reported_by(s) == "shape_fn"]
@@ -623,12 +573,12 @@ def _check_shape_fn(run: _Run) -> str:
 
 
 def _check_crash(run: _Run) -> str:
-    if run.usable(screened=False) and run.screen.error:
-        raise _Verdict("skipped", "no fresh process could run the samples, so they run in this "
-                       f"one unscreened (see saved_model): {run.screen.error}")
     if crashed := [f"{s} ends the process {run.crashes[s.index]}" for s in run.samples
                    if s.index in run.crashes]:
         raise _Verdict("failed", crashed)
+    if run.usable() and run.screen.error:
+        raise _Verdict("skipped", "no fresh process could run the samples, so they run in this "
+                       f"one unscreened (see saved_model): {run.screen.error}")
     return "no sample ends a fresh process, in tf.function or with jit_compile"
 
 
@@ -684,13 +634,20 @@ def _check_modes(run: _Run) -> str:
         # Every way, on every device, must give the CPU's eager outputs: where a device has no
         # kernel for a dtype, TensorFlow runs the op on the CPU, as these calls do.
         expected = run.eager(sample)
-        found = run.outputs_each_way(sample, device, expected, notes)
-        jitted.append("with jit_compile" in found)
-        for how, outputs in list(found.items()):
-            if isinstance(outputs, str):
-                problems.append(f"{sample} on {device}: {how} fails: {outputs}"
+        ways = {how: way for how, way in run.ways.items() if how != "eagerly" or device != "CPU:0"}
+        if untyped := {t.dtype.name for t in [*sample.tensors(), *expected]} - run.xla_types(
+                device):
+            notes.append(f"XLA has no type for {', '.join(sorted(untyped))}: jit_compile not tried")
+            del ways["with jit_compile"]
+        jitted.append("with jit_compile" in ways)
+        found = {}
+        for how, way in ways.items():
+            try:
+                with tf.device(device):
+                    found[how] = _flat(way(*sample.tensors()))
+            except Exception as error:
+                problems.append(f"{sample} on {device}: {how} fails: {_told(error)}"
                                 + XLA_ADVICE * (how == "with jit_compile"))
-                del found[how]
         for how, outputs in found.items():
             problems += run.compare(sample, expected, outputs, f"{device}, {how}")
         if run.ungradable or run.shape_problems(sample)[0] or not any(
@@ -714,7 +671,7 @@ def _check_modes(run: _Run) -> str:
 
 
 def _check_edges(run: _Run) -> str:
-    if run.usable(screened=False) and run.screen.error:
+    if run.usable() and run.screen.error:
         raise _Verdict("skipped", "edge samples run here only once a fresh process has survived "
                        f"them, and none could run them (see saved_model): {run.screen.error}")
     problems, refused = [], 0
@@ -722,27 +679,30 @@ def _check_edges(run: _Run) -> str:
         if sample.index in run.crashes:
             problems.append(f"{sample} ends the process {run.crashes[sample.index]}")
             continue
-        if not run.runnable(sample):  # refused by the shape function: a clean error
+        if run.reported_by(sample):  # refused by the shape function: a clean error
             refused += 1
             continue
-        found, on_its_base = dict(run.on_the_cpu(sample)), run.on_the_cpu(run.samples[sample.base])
-        eager = found.pop("eagerly")
+        try:
+            with tf.device("CPU:0"):
+                eager: list | str = run.call(sample.tensors())
+        except Exception as error:
+            eager = _told(error)
         refused += isinstance(eager, str)
-        for how, outputs in found.items():
-            if isinstance(on_its_base[how], str):  # a way that fails anyway: see modes
+        for how in ("in tf.function", "with jit_compile"):  # as the fresh process ran them
+            found, on_base = (run.screen.outputs.get((i, how)) for i in (sample.index, sample.base))
+            if found is None or isinstance(on_base, str):  # not tried, or failing anyway (modes)
                 continue
-            if isinstance(eager, str) != isinstance(outputs, str):
-                said = [f"fails: {x}" if isinstance(x, str) else "gives outputs"
-                        for x in (eager, outputs)]
+            if isinstance(eager, list) and isinstance(found, list):
+                problems += run.compare(sample, eager, found, how)
+            elif isinstance(eager, list) or isinstance(found, list):
+                said = [f"fails: {_told(x)}" if isinstance(x, str) else "gives outputs"
+                        for x in (eager, found)]
                 problems.append(f"{sample}: eagerly, fn {said[0]}; {how}, it {said[1]}")
-            elif not isinstance(outputs, str):
-                problems += run.compare(sample, eager, outputs, how)
     if problems:
         raise _Verdict("failed", problems)
     return f"{len(run.edges)} edge samples (empty axes, scalars, a batch of one, extreme " \
-        f"values): none ends a fresh process, and each gives the same outputs, or fails, " \
-        f"eagerly, in tf.function and, where XLA has its types, with jit_compile; " \
-        f"{refused} fail cleanly"
+        "values): none ends a fresh process, and each gives the same outputs, or fails, " \
+        f"eagerly, in tf.function and, where XLA has its types, with jit_compile; {refused} fail"
 
 
 def _check_vmap(run: _Run) -> str:
@@ -845,6 +805,7 @@ from tensorflow.core.framework.tensor_pb2 import TensorProto
 from tensorflow.core.protobuf.saved_model_pb2 import SavedModel
 from tensorflow.python.framework import op_def_registry
 directory, library = pathlib.Path(sys.argv[1]), sys.argv[2]
+sys.excepthook = lambda kind, error, _: (directory / "error").write_text(f"{kind.__name__}\\n{error}")
 saved = SavedModel.FromString((directory / "model" / "saved_model.pb").read_bytes())
 graph = saved.meta_graphs[0].graph_def
 types = {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
@@ -858,24 +819,22 @@ elif kind == "module":
 model = tf.saved_model.load(str(directory / "model"))
 jitted = tf.function(lambda *inputs: model.call(*inputs), autograph=False, jit_compile=True)
 for sample in sorted((directory / "inputs").iterdir()):
-    protos = (TensorProto.FromString(path.read_bytes()) for path in sorted(sample.iterdir()))
-    inputs = [tf.constant(tf.make_ndarray(proto), proto.dtype) for proto in protos]
+    protos = [TensorProto.FromString(path.read_bytes()) for path in sorted(sample.iterdir())]
     jit = [("with jit_compile", jitted)] if sample.name.endswith("-jit") else []
     for mode, call in [("in tf.function", model.call), *jit]:
+        inputs = [tf.constant(tf.make_ndarray(proto), proto.dtype) for proto in protos]  # fresh
         with open(directory / "progress", "a") as progress:
             progress.write(f"{sample.name} {mode}\\n")
+        (folder := directory / "outputs" / mode).mkdir(parents=True, exist_ok=True)
         try:
             outputs = tf.nest.flatten(call(*inputs), expand_composites=True)
         except Exception as error:
-            if mode == "in tf.function":
-                path = directory / "outputs" / f"{sample.name}.error"
-                path.write_text(f"{type(error).__name__}\\n{error}")
+            (folder / f"{sample.name}.error").write_text(f"{type(error).__name__}\\n{error}")
             continue
-        for i, output in enumerate(outputs if mode == "in tf.function" else ()):
+        for i, output in enumerate(outputs):
             if output.dtype in (tf.variant, tf.resource):  # values that only have a shape
                 output = tf.zeros(output.shape, tf.bool)
-            path = directory / "outputs" / sample.name / f"{i:04d}"
-            path.parent.mkdir(parents=True, exist_ok=True)
+            (path := folder / sample.name / f"{i:04d}").parent.mkdir(exist_ok=True)
             path.write_bytes(tf.make_tensor_proto(output.numpy(), output.dtype).SerializeToString())
 """
 
@@ -908,14 +867,10 @@ def _fresh_process(directory: str, library: str) -> tuple[str, str]:
     if ran.returncode < 0:
         check = re.search(r"Check failed: .*", ran.stderr)
         return f"with {signal.Signals(-ran.returncode).name}", f" ({check[0]})" if check else ""
-    if not ran.returncode:
-        return "", ""
-    # The last exception's lines: its type and message, which may go on below it.
-    lines = ran.stderr.splitlines()
-    last = [i for i, line in enumerate(lines) if re.match(r"[\w.]*(Error|Exception)\b", line)]
-    text = re.sub(MARKS, "", " ".join(line.strip() for line in lines[last[-1] if last else -1:]))
-    found = [m.group(0) for pattern in TOLD if (m := re.search(pattern, text))]
-    return "", (found or [text or f"exit status {ran.returncode}"])[0][:300]
+    error = Path(directory, "error")
+    if not ran.returncode or not error.exists():
+        return "", f"exit status {ran.returncode}: {ran.stderr[-300:]}" if ran.returncode else ""
+    return "", _told(error.read_text())
 
 
 def _tensors_in(folder: Path) -> list[tf.Tensor]:
@@ -931,7 +886,7 @@ def _check_saved_model(run: _Run) -> str:
                        f"not load and run: {screen.error}")
     problems = []
     for sample in samples:
-        if isinstance(outputs := screen.outputs.get(sample.index, []), str):
+        if isinstance(outputs := screen.outputs.get((sample.index, "in tf.function"), []), str):
             problems.append(f"{sample}: the loaded model raised {_told(outputs)}")
         else:
             problems += run.compare(sample, run.eager(sample), outputs, "the loaded model")
@@ -947,28 +902,22 @@ def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *,
             checks: Sequence[str] | None = None, library: str | os.PathLike | None = None,
             rtol: float = 0.0, atol: float = 0.0, expect: Mapping[str, str] | None = None
             ) -> OpcheckResults:
-    """Checks the TensorFlow op(s) that ``fn`` builds, on each of ``samples``.
+    """Checks the TensorFlow op(s) that ``fn`` builds, on each of ``samples`` (docs/opcheck.md).
 
     Args:
-      fn: Builds the op(s) under test from tensors: ``my_ops.my_op``, ``tf.nn.relu``,
-        ``lambda x: my_ops.my_op(x, attr=2)``.
+      fn: Builds the op(s) from tensors: ``my_ops.my_op``, ``lambda x: my_ops.my_op(x, attr=2)``.
       samples: A list of tuples of positional arguments for ``fn``: tensors or NumPy arrays.
       checks: The names of the checks to run (``CHECKS``); all of them by default.
-      library: What a fresh process must load to have the op: the path of an op library, as
-        ``tf.load_op_library`` takes it, or the name of a module to import. None for TensorFlow's
-        own ops.
-      rtol, atol: Tolerances for values compared across modes, vectorization and processes.
-        Zero (the default) compares outputs bit for bit, and gradients as values.
+      library: What a fresh process loads to have the op: an op library's path, as
+        ``tf.load_op_library`` takes it, or a module's name. None for TensorFlow's own ops.
+      rtol, atol: Tolerances for values compared across ways and processes. Zero (the
+        default) compares outputs bit for bit, and gradients as values.
       expect: Failures by design: a check's name, mapped to words its failure says. That check
         is ``ok`` if it fails with those words and for no other reason, else ``failed``.
 
     Returns:
-      :class:`OpcheckResults`: each check's name, mapped to a result whose ``str()`` starts with
-      ``ok``, ``skipped`` or ``failed`` and says why; ``raise_on_failure()`` raises with every
-      failure listed.
-
-    Raises:
-      TypeError, ValueError: the arguments are not of that form. Nothing has run then.
+      :class:`OpcheckResults`: each check's :class:`CheckResult`, ``ok``, ``skipped`` or
+      ``failed`` and why. Raises TypeError or ValueError, before anything runs, on bad arguments.
     """
     if not callable(fn):
         raise TypeError(f"opcheck: fn must be a callable that builds the op from tensors, such as "
