@@ -778,7 +778,8 @@ def test_ci_builds_and_tests_the_dry_run_s_version(tmp_path):
     assert re.search(r"^  DEV_VERSION: \$\{\{ inputs\.dev-version \}\}", ci, re.M)
     assert "sudo -E" in ci  # which keeps DEV_VERSION for .ci/run
 
-    for name in (".ci/run", ".ci/release.py", "pyproject.toml", "java/pom.xml", "CHANGELOG.md"):
+    for name in (".ci/run", ".ci/constraints.txt", ".ci/release.py", "pyproject.toml",
+                 "java/pom.xml", "CHANGELOG.md"):  # fmt: skip
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO_ROOT / name, tmp_path / name)
     git(tmp_path, "init", "-q")
@@ -786,7 +787,7 @@ def test_ci_builds_and_tests_the_dry_run_s_version(tmp_path):
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "python3").write_text(
         '#!/bin/sh\nif [ "$1 $2" = "-m venv" ]; then\n  mkdir -p "$3/bin"\n'
-        '  printf "#!/bin/sh\\n" >"$3/bin/pip"\n'
+        '  printf "#!/bin/sh\\ncat >/dev/null\\n" >"$3/bin/pip"\n'  # reads what it is given
         '  printf "#!/bin/sh\\nprintf \'wheels\\\\nlint\\\\n\'\\n" >"$3/bin/tox"\n'
         '  chmod +x "$3/bin/pip" "$3/bin/tox"; exit\nfi\n'
         f'exec "{sys.executable}" "$@"\n')  # fmt: skip

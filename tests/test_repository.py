@@ -615,7 +615,8 @@ def test_run_list_prints_the_lanes_and_keeps_the_last_runs_logs_and_cache(tmp_pa
     whose python3 makes a tools venv of stand-ins (a tox that knows three lanes; nothing is
     downloaded): it prints the lanes after wheels, and deletes nothing of the last run."""
     (tmp_path / ".ci").mkdir()
-    shutil.copy(REPO_ROOT / ".ci" / "run", tmp_path / ".ci" / "run")
+    for name in ("run", "constraints.txt"):
+        shutil.copy(REPO_ROOT / ".ci" / name, tmp_path / ".ci" / name)
     last_log = tmp_path / "ci-logs" / "results" / "lint"
     cached = tmp_path / ".ci-venvs" / "uv-cache" / "a-package"
     for kept in (last_log, cached):
@@ -624,7 +625,7 @@ def test_run_list_prints_the_lanes_and_keeps_the_last_runs_logs_and_cache(tmp_pa
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "python3").write_text(
         '#!/bin/sh\nif [ "$1 $2" = "-m venv" ]; then\n  mkdir -p "$3/bin"\n'
-        '  printf "#!/bin/sh\\n" >"$3/bin/pip"\n'
+        '  printf "#!/bin/sh\\ncat >/dev/null\\n" >"$3/bin/pip"\n'  # reads what it is given
         '  printf "#!/bin/sh\\nprintf \'wheels\\\\nlint\\\\nsource\\\\n\'\\n" >"$3/bin/tox"\n'
         '  chmod +x "$3/bin/pip" "$3/bin/tox"; exit\nfi\n'
         f'exec "{sys.executable}" "$@"\n')  # fmt: skip
@@ -636,3 +637,52 @@ def test_run_list_prints_the_lanes_and_keeps_the_last_runs_logs_and_cache(tmp_pa
 
     assert (ran.returncode, ran.stdout) == (0, '["lint", "source"]\n'), ran.stderr
     assert last_log.read_text() == cached.read_text() == "the last run's"
+
+
+def constraints() -> dict[str, tuple[str, list[str]]]:
+    """.ci/constraints.txt's pins: each name's version and hashes."""
+    text = (REPO_ROOT / ".ci" / "constraints.txt").read_text().replace("\\\n", " ")
+    return {pin.group(1): (pin.group(2), re.findall(r"--hash=sha256:([0-9a-f]{64})", pin.group(0)))
+            for pin in re.finditer(r"^([\w.-]+)==(\S+)[^\n]*", text, re.M)}  # fmt: skip
+
+
+def test_every_tool_ci_installs_is_pinned_with_hashes_that_every_install_requires():
+    """.ci/constraints.txt: --require-hashes first (pip and uv honour it in a constraints file),
+    each pin with its files' hashes, made again by the command its header gives; tox's deps,
+    which uv installs, pinned as there (uv takes hashes for requirements pinned with == only)."""
+    text = (REPO_ROOT / ".ci" / "constraints.txt").read_text()
+    assert text.splitlines()[0] == "--require-hashes"
+    assert "--generate-hashes - -o .ci/constraints.txt && sed -i '1i --require-hashes'" in text
+    pins = constraints()
+    assert {"pip", "tox", "tox-uv", "twine", "ruff", "mypy", "cmake"} <= pins.keys()
+    assert [name for name, (_, hashes) in pins.items() if not hashes] == []
+    config = ConfigParser(interpolation=None)
+    config.read(REPO_ROOT / ".ci" / "tox.ini")
+    for section in config.sections():
+        for dep in config[section].get("deps", "").split("\n"):
+            if dep.strip() and not dep.startswith("-c "):
+                name, _, version = dep.strip().partition("==")
+                pinned = pins.get(name, ("",))[0]
+                assert pinned == version, f"[{section}] {dep}: constraints.txt has {pinned}"
+
+
+@pytest.mark.slow
+def test_hashed_gives_pip_the_pin_and_its_hashes_and_pip_26_comes_first():
+    """A pip before 26 takes no hash from a constraints file, and so refuses what constraints.txt
+    requires: .ci/lanes' hashed hands pip one pin with its hashes, as a requirements file; the
+    toolchain installs pip 26 that way before the build tools, the Debian lanes CMake (bullseye's
+    Python 3.9 has no pip 26); .ci/run installs pip 26 first."""
+    lanes = (REPO_ROOT / ".ci" / "lanes").read_text()
+    [hashed] = re.findall(r"^hashed\(\) \{.*\}$", lanes, re.M)
+    script = f'{hashed}\nhashed "$1" sh -c cat stand-in'  # cat: what pip would read
+    for name in ("pip", "cmake"):
+        given = subprocess.run(["bash", "-c", script, "_", name], cwd=REPO_ROOT, check=True,
+                               capture_output=True, text=True, timeout=60).stdout  # fmt: skip
+        version, hashes = constraints()[name]
+        assert given.startswith(f"{name}=={version} ") and given.count("--hash=") == len(hashes)
+        assert re.findall(r"sha256:(\w+)", given) == hashes
+    toolchain = lanes[lanes.index("toolchain() {") :]
+    assert toolchain.index("hashed pip") < toolchain.index("-c .ci/constraints.txt")
+    assert re.search(r'step "CMake from PyPI" hashed cmake "\$\{PYTHON\[@\]\}"', lanes)
+    run = (REPO_ROOT / ".ci" / "run").read_text()
+    assert run.index("sed -n '/^pip==/") < run.index("-c .ci/constraints.txt tox tox-uv")
