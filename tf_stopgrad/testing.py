@@ -4,13 +4,16 @@
     results = opcheck(my_ops.my_op, [(np.ones([2, 3], np.float32),)], library="my_ops.so")
     results.raise_on_failure()        # in a test; assert_opcheck(...) does both in one call
 
-Each check runs the op on the author's samples (and on edge samples derived from them) and holds
-it to what TensorFlow's built-in ops guarantee: docs/opcheck.md says what each check means, and
-what to do when it fails. A broken op never makes opcheck raise. Each sample runs first in a fresh
-process, where a crashing kernel ends that process, not this one. A sample that one check reports
-(no kernel for it, a shape function that lies, a crash) is left out of the others, so that each
-defect fails one check. In this file: the shared state (``_Run``), then ``_check_<name>`` for each
-of ``CHECKS`` in order (its reason for ok, or a ``_Verdict``), the fresh process, and the API.
+Each check holds the op, on the author's samples and on edge samples derived from them, to what
+TensorFlow's built-in ops guarantee (docs/opcheck.md: what each means, what to do when it fails).
+A broken op never makes opcheck raise, and a kernel that crashes ends a fresh process, not this
+one. A sample that one check reports (no kernel, a crash) is left out of the others.
+
+This file, in order: the API; the samples; ``_Run``, what the checks share; one ``_check_<name>``
+per name in ``CHECKS``, run in that order, each returning its reason for ``ok`` or raising
+``_Verdict``; the fresh process; and the comparisons. A new check is a function there and a name
+in ``CHECKS``: it takes ``run.usable()`` samples, calls fn as ``run.ways`` do, and compares with
+``run.eager(sample)`` through ``run.compare``.
 """
 
 from __future__ import annotations
@@ -51,9 +54,10 @@ TOLD = (r"No registered '[^']+' OpKernel for \S+ devices", r"No pfor vectorizati
 MARKS = r"{{[^}]*}}\s*"  # TensorFlow's {{node ...}} and {{function_node ...}}
 # The lines of a function's error that come before what it says: its heading and the traceback.
 PREAMBLE = r"Graph execution error:|Detected at node|File \"|<stack traces unavailable>"
-XLA_ADVICE = (". Register an XLA kernel (REGISTER_XLA_OP), and load the library before TensorFlow "
-              "runs its first op: TensorFlow makes XLA's kernels once")
 OPAQUE = (tf.variant, tf.resource)  # dtypes whose values cannot be read, only their shapes
+
+
+# --- the API ---------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,50 +87,124 @@ class OpcheckResults(dict):
         return "\n".join(f"{name}: {result}" for name, result in self.items())
 
 
-class _Verdict(Exception):
-    """Ends a check otherwise than ``ok``: ``_Verdict("failed", reason or list of problems)``."""
+def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *,
+            checks: Sequence[str] | None = None, library: str | os.PathLike | None = None,
+            rtol: float = 0.0, atol: float = 0.0, expect: Mapping[str, str] | None = None
+            ) -> OpcheckResults:
+    """Checks the TensorFlow op(s) that ``fn`` builds, on each of ``samples`` (docs/opcheck.md).
 
-    def __init__(self, status: str, reason: str | list[str]):
-        super().__init__(status, reason if isinstance(reason, str) else _listed(reason))
-        self.problems = [reason] if isinstance(reason, str) else reason
+    Args:
+      fn: Builds the op(s) from tensors: ``my_ops.my_op``, ``lambda x: my_ops.my_op(x, attr=2)``.
+      samples: A list of tuples of positional arguments for ``fn``: tensors or NumPy arrays.
+      checks: The names of the checks to run (``CHECKS``); all of them by default.
+      library: What a fresh process loads to have the op: an op library's path, as
+        ``tf.load_op_library`` takes it, or a module's name. None for TensorFlow's own ops.
+      rtol, atol: Tolerances for values compared across ways and processes. Zero (the
+        default) compares outputs bit for bit, and gradients as values.
+      expect: Failures by design: a check's name, mapped to words its failure says. That check
+        is ``ok`` if it fails with those words and for no other reason, else ``failed``.
+
+    Returns:
+      :class:`OpcheckResults`: each check's :class:`CheckResult`, ``ok``, ``skipped`` or
+      ``failed`` and why. Raises TypeError or ValueError, before anything runs, on bad arguments.
+    """
+    if not callable(fn):
+        raise TypeError(f"opcheck: fn must be a callable that builds the op from tensors, such as "
+                        f"my_ops.my_op or lambda x: my_ops.my_op(x); got a {type(fn).__name__}")
+    if not isinstance(samples, (list, tuple)) or not samples:
+        raise ValueError("opcheck: samples must be a non-empty list of tuples of arguments, such "
+                         "as [(np.ones([2, 3], np.float32),)]")
+    if isinstance(checks, str):
+        raise TypeError(f"opcheck: checks must be a list of check names, such as [{checks!r}]; "
+                        f"got the string {checks!r}")
+    expect = dict(expect or {})
+    if not all(isinstance(words, str) and words for words in expect.values()):
+        raise TypeError("opcheck: expect maps a check to words its failure says, such as "
+                        "{'vmap': 'No pfor vectorization'}")
+    if unknown := sorted((set(checks or ()) | set(expect)) - set(CHECKS)):
+        raise ValueError(f"opcheck: unknown check {unknown}: the checks are {', '.join(CHECKS)}")
+    if checks is not None and (unrun := sorted(set(expect) - set(checks))):
+        raise ValueError(f"opcheck: expect names {unrun}, which checks leaves out")
+    names = [name for name in CHECKS if checks is None or name in checks]
+    run = _Run(fn, _checked_samples(samples), _checked_library(library), rtol, atol, names)
+    results = OpcheckResults()
+    # Tracing for every sample's signature is the point: TensorFlow's warning of it is not.
+    tf.get_logger().addFilter(_not_retracing)
+    try:
+        for name in names:
+            try:
+                result, said = CheckResult("ok", globals()[f"_check_{name}"](run)), []
+            except Exception as error:  # a verdict, or the op under test broke the check itself
+                verdict = error if isinstance(error, _Verdict) else _Verdict(
+                    "failed", f"the check crashed: {_told(error)}")
+                result, said = CheckResult(*verdict.args), verdict.problems
+            crashed = [str(s) for s in run.samples if s.index in run.crashes]
+            if crashed and name not in ("registered", "crash", "edges"):
+                result = CheckResult(result.status, f"{result.reason} (left out: "
+                                     f"{_listed(crashed, 2)}, which ends the process: see crash)")
+            results[name] = _as_expected(result, said, expect[name]) if name in expect else result
+    finally:
+        tf.get_logger().removeFilter(_not_retracing)
+    return results
 
 
-def as_bits(tensor: tf.Tensor) -> tuple:
-    """Everything that identifies a tensor's value exactly: dtype, shape and raw bytes (NaN
-    payloads and -0.0 included)."""
-    array = np.asarray(tensor.numpy(), dtype=object if tensor.dtype == tf.string else None)
-    payload = array.tolist() if array.dtype == object else array.tobytes()
-    return tensor.dtype, tuple(tensor.shape), payload
+def assert_opcheck(fn: Callable[..., Any], samples: Sequence[tuple], **options: Any
+                   ) -> OpcheckResults:
+    """:func:`opcheck`, then ``raise_on_failure()``: a test in one call."""
+    results = opcheck(fn, samples, **options)
+    results.raise_on_failure()
+    return results
 
 
-def _flat(outputs: Any) -> list[tf.Tensor]:
-    return [tf.convert_to_tensor(t) for t in tf.nest.flatten(outputs, expand_composites=True)]
+def _as_expected(result: CheckResult, problems: list[str], words: str) -> CheckResult:
+    """A failure by design, whose every problem says ``words``, is ``ok``; else ``failed``."""
+    if len(others := [p for p in problems if words not in p]) == len(problems):  # none says it
+        return CheckResult("failed", f"expected to fail with {words!r}, but {result}")
+    if others:
+        return CheckResult("failed", _listed(others))
+    return CheckResult("ok", f"fails as expected, with {words!r}: {result.reason}")
 
 
-def _told(error: BaseException | str) -> str:
-    """What a TensorFlow error says went wrong, in one line, without its {{node ...}} marks (of
-    an error, or of the fresh process's text of one: its type's name, a line, its message)."""
-    kind, _, text = error.partition("\n") if isinstance(error, str) else (
-        type(error).__name__, "", str(error))
-    found = [m.group(0) for pattern in TOLD if (m := re.search(pattern, text))]
-    lines = [line.strip() for line in text.splitlines()
-             if line.strip() and not re.match(PREAMBLE, line.strip())]
-    line = (found or lines or [""])[0]
-    return f"{kind}: {re.sub(MARKS, '', line)[:300]}"
+def _not_retracing(record: logging.LogRecord) -> bool:
+    return "triggered tf.function retracing" not in record.getMessage()
 
 
-def _listed(problems: Sequence[str], shown: int = 4) -> str:
-    problems = list(dict.fromkeys(problems))
-    more = f"; and {len(problems) - shown} more" if len(problems) > shown else ""
-    return "; ".join(problems[:shown]) + more
+def _checked_samples(samples: Sequence[tuple]) -> list[_Sample]:
+    checked = []
+    for index, sample in enumerate(samples):
+        if not isinstance(sample, tuple):
+            raise TypeError(f"opcheck: sample {index} is a {type(sample).__name__}, not a tuple of "
+                            "arguments: write (x,) for one argument")
+        for position, value in enumerate(sample):
+            if not isinstance(value, (tf.Tensor, np.ndarray, np.generic)) or (
+                    isinstance(value, tf.Tensor) and value.dtype in OPAQUE):
+                raise TypeError(f"opcheck: sample {index}, argument {position} is a "
+                                f"{type(value).__name__}: give a tf.Tensor or a NumPy array of "
+                                "numbers, bools or strings")
+        tensors = [tf.convert_to_tensor(value) for value in sample]
+        arrays = tuple(np.array(t.numpy(), copy=True) for t in tensors)
+        checked.append(_Sample(index, arrays, tuple(t.dtype for t in tensors)))
+    return checked
 
 
-def _shape(shape: tf.TensorShape) -> str:
-    return " of unknown rank" if shape.rank is None else str(shape.as_list()).replace("None", "?")
+def _checked_library(library: str | os.PathLike | None) -> str | None:
+    """``path:FILE`` or ``module:NAME``, as the fresh process takes it, or None."""
+    if library is None:
+        return None
+    if Path(library).is_file():
+        return f"path:{Path(library).resolve()}"
+    try:
+        importable = isinstance(library, str) and importlib.util.find_spec(library) is not None
+    except (ImportError, ValueError):
+        importable = False
+    if not importable:
+        raise ValueError(f"opcheck: library {str(library)!r} is neither an op library file nor a "
+                         "module that can be imported: give the path tf.load_op_library takes, "
+                         "or a module name such as 'tensorflow_text'")
+    return f"module:{library}"
 
 
-def _differentiable(dtype: tf.DType) -> bool:
-    return dtype.is_floating or dtype.is_complex
+# --- the samples -----------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True, eq=False)  # hashed by identity, for the run's caches
@@ -149,6 +227,37 @@ class _Sample:
             f"sample {self.index} ({args})"
 
 
+def _edge_samples(samples: Sequence[_Sample], first_index: int) -> list[_Sample]:
+    """The inputs that op authors forget, derived from the first sample of each signature (its
+    dtypes and ranks): an empty batch, each input empty in each axis in turn, each input a
+    scalar, a batch of one, and extreme values; none a copy of a sample."""
+    bases: dict[tuple, _Sample] = {}
+    for sample in samples:
+        bases.setdefault((sample.dtypes, tuple(a.ndim for a in sample.arrays)), sample)
+    def values(arrays):  # an object array's bytes are its pointers: the same strings, or not
+        return tuple((a.shape, a.tobytes()) for a in arrays)
+    seen, edges = {values(s.arrays) for s in samples}, list[_Sample]()
+    for base in bases.values():
+        arrays, size = base.arrays, next((a.shape[0] for a in base.arrays if a.ndim), 0)
+        batched = [a.ndim > 0 and a.shape[0] == size for a in arrays]
+        derived = {"an empty batch": [a[:0] if b else a for a, b in zip(arrays, batched)],
+                   "a batch of one": [a[:1] if b else a for a, b in zip(arrays, batched)],
+                   "extreme values": [_extremes(a, d) for a, d in zip(arrays, base.dtypes)]}
+        for i, array in enumerate(arrays):
+            changed = {f"input {i} empty in axis {axis}": np.take(array, np.zeros(0, int), axis)
+                       for axis in range(array.ndim)}
+            if array.ndim and array.size:
+                changed[f"input {i} a scalar"] = array.reshape(-1)[:1].reshape(())
+            for how, new in changed.items():
+                derived[how] = [new if j == i else a for j, a in enumerate(arrays)]
+        for how, inputs in derived.items():
+            if values(inputs) not in seen:
+                seen.add(values(inputs))
+                edges.append(_Sample(first_index + len(edges), tuple(inputs), base.dtypes,
+                                     f"sample {base.index} with {how}", base.index))
+    return edges
+
+
 def _extremes(array: np.ndarray, dtype: tf.DType) -> np.ndarray:
     """``array``'s shape filled with NaN, ±Inf, -0.0 and subnormals (floats), the limits
     (integers), or empty and blank strings; else ``array`` itself."""
@@ -166,73 +275,15 @@ def _extremes(array: np.ndarray, dtype: tf.DType) -> np.ndarray:
     return np.resize(values, array.shape).astype(array.dtype)
 
 
-def _edge_samples(samples: Sequence[_Sample], first_index: int) -> list[_Sample]:
-    """The inputs that op authors forget, derived from the first sample of each signature (its
-    dtypes and ranks): an empty batch, each input empty in each axis in turn, each input a
-    scalar, a batch of one, and extreme values; none a copy of a sample."""
-    bases: dict[tuple, _Sample] = {}
-    for sample in samples:
-        bases.setdefault((sample.dtypes, tuple(a.ndim for a in sample.arrays)), sample)
-    def values(arrays):  # an object array's bytes are its pointers: the same strings, or not
-        return tuple((a.shape, a.tobytes()) for a in arrays)
-    seen, edges = {values(s.arrays) for s in samples}, []
-    for base in bases.values():
-        arrays, size = base.arrays, next((a.shape[0] for a in base.arrays if a.ndim), 0)
-        batched = [a.ndim > 0 and a.shape[0] == size for a in arrays]
-        derived = {"an empty batch": [a[:0] if b else a for a, b in zip(arrays, batched)],
-                   "a batch of one": [a[:1] if b else a for a, b in zip(arrays, batched)],
-                   "extreme values": [_extremes(a, d) for a, d in zip(arrays, base.dtypes)]}
-        for i, array in enumerate(arrays):
-            changed = {f"input {i} empty in axis {axis}": np.take(array, np.zeros(0, int), axis)
-                       for axis in range(array.ndim)}
-            if array.ndim and array.size:
-                changed[f"input {i} a scalar"] = array.reshape(-1)[:1].reshape(())
-            for how, new in changed.items():
-                derived[how] = [new if j == i else a for j, a in enumerate(arrays)]
-        for how, new in derived.items():
-            if values(new) not in seen:
-                seen.add(values(new))
-                edges.append(_Sample(first_index + len(edges), tuple(new), base.dtypes,
-                                     f"sample {base.index} with {how}", base.index))
-    return edges
+# --- what the checks share ------------------------------------------------------------------
 
 
-def _difference(expected: Any, actual: Any, rtol=0.0, atol=0.0, bits=True) -> str:
-    """How ``actual`` differs from ``expected`` ('' if it does not): bit for bit, or as values
-    when ``bits`` is false (a zero's sign aside), or within the tolerances when one is given."""
-    if expected is None or actual is None:
-        return "" if expected is actual else "None against a tensor"
-    expected, actual = (tf.zeros(t.shape, tf.bool) if t.dtype in OPAQUE else t
-                        for t in (expected, actual))
-    if expected.dtype != actual.dtype or expected.shape != actual.shape:
-        return (f"{actual.dtype.name}{actual.shape.as_list()}, expected "
-                f"{expected.dtype.name}{expected.shape.as_list()}")
-    if as_bits(expected) == as_bits(actual):
-        return ""
-    want, got = np.asarray(expected.numpy()), np.asarray(actual.numpy())
-    if want.dtype.kind not in "fc":
-        same = got == want
-    elif rtol or atol:
-        same = np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
-    elif bits:
-        same = np.reshape([a.tobytes() == b.tobytes() for a, b in zip(got.flat, want.flat)],
-                          got.shape)
-    else:
-        same = (got == want) | (np.isnan(got) & np.isnan(want))
-    if np.all(same):
-        return ""
-    at = tuple(int(i) for i in np.argwhere(~np.asarray(same))[0])
-    return f"at {list(at)} {got[at]!r}, expected {want[at]!r}"
+class _Verdict(Exception):
+    """Ends a check otherwise than ``ok``: ``_Verdict("failed", reason or list of problems)``."""
 
-
-@dataclasses.dataclass
-class _Screen:
-    """What the fresh process found (``error``: why it could not load and run the model)."""
-
-    error: str = ""
-    outputs: dict[tuple[int, str], Any] = dataclasses.field(default_factory=dict)  # or error
-    crashes: dict[int, str] = dataclasses.field(default_factory=dict)  # how each ended it
-    unregistered: list[str] = dataclasses.field(default_factory=list)  # by TensorFlow alone
+    def __init__(self, status: str, reason: str | list[str]):
+        super().__init__(status, reason if isinstance(reason, str) else _listed(reason))
+        self.problems = [reason] if isinstance(reason, str) else reason
 
 
 def _visible_devices() -> list[str]:
@@ -271,7 +322,7 @@ class _Run:
     def call(self, tensors: Sequence[tf.Tensor]) -> list[tf.Tensor]:
         return _flat(self.fn(*tensors))
 
-    @functools.cache  # noqa: B019 (a run lives as long as its opcheck call)
+    @functools.cache  # noqa: B019
     def trace(self, sample: _Sample, unknown: str = "") -> tuple[tf.Graph, list] | Exception:
         """fn in a graph of its own (a function's, which may capture tensors and resources), on
         placeholders of the sample's shapes, or of ``unknown`` dimensions or rank: (graph,
@@ -337,56 +388,12 @@ class _Run:
         return _edge_samples(built, len(self.samples)) if "edges" in self.checks else []
 
     @functools.cached_property
-    def crashes(self) -> dict[int, str]:
-        return self.screen.crashes if set(IN_A_FRESH_PROCESS) & set(self.checks) else {}
+    def screen(self) -> _Screen:
+        return _screen(self)
 
     @functools.cached_property
-    def screen(self) -> _Screen:
-        """Runs each sample (edge samples too) first in a fresh process that loads fn's
-        SavedModel, in tf.function and with jit_compile (eagerly, the same kernels run). A crash
-        ends that process, not this one; the next starts past the sample."""
-        samples = [s for s in self.samples + self.edges if not self.reported_by(s)]
-        screen = _Screen()
-        with tempfile.TemporaryDirectory(prefix="opcheck-") as directory:
-            try:
-                if samples:
-                    self.save(samples, directory)
-            except Exception as error:
-                screen.error, samples = f"fn's SavedModel cannot be written: {_told(error)}", []
-            while samples:
-                ended, said = _fresh_process(directory, self.library or "")
-                done = Path(directory, "progress").read_text().splitlines()
-                if not ended or not done:  # it ended well, raised, or crashed before a sample
-                    screen.error = f"it ended {ended} before it ran a sample" if ended else said
-                    break
-                index, mode = done[-1].split(" ", 1)
-                screen.crashes[int(index[:4])] = f"{ended} {mode}{said}"
-                for name in {line.split()[0] for line in done}:  # the next process starts past
-                    shutil.rmtree(Path(directory, "inputs", name))
-                Path(directory, "progress").write_text("")
-            if samples and not screen.error:
-                screen.unregistered = sorted(Path(directory, "unregistered").read_text().split())
-            for folder in Path(directory, "outputs").glob("*/*"):  # outputs/MODE/SAMPLE
-                key = int(folder.name[:4]), folder.parent.name
-                screen.outputs[key] = folder.read_text() if folder.suffix else _tensors_in(folder)
-        return screen
-
-    def save(self, samples: list[_Sample], directory: str) -> None:
-        """fn's SavedModel, traced for each sample, and the samples' inputs (in a folder whose
-        name says if XLA has their types)."""
-        module = tf.Module()
-        module.call = tf.function(self.fn, autograph=False)
-        module.held = _held(self.fn, set())  # what the model must save too: a tokenizer's tables
-        for sample in samples:
-            module.call.get_concrete_function(*sample.tensors())
-            jit = not {d.name for d in sample.dtypes} - self.xla_types("CPU:0")
-            folder = Path(directory, "inputs", f"{sample.index:04d}{'-jit' * jit}")
-            folder.mkdir(parents=True)
-            for i, (array, dtype) in enumerate(zip(sample.arrays, sample.dtypes)):
-                (folder / f"{i:04d}").write_bytes(
-                    tf.make_tensor_proto(array, dtype).SerializeToString())
-        tf.saved_model.save(module, str(Path(directory, "model")))
-        Path(directory, "progress").write_text("")
+    def crashes(self) -> dict[int, str]:
+        return self.screen.crashes if set(IN_A_FRESH_PROCESS) & set(self.checks) else {}
 
     @functools.cache  # noqa: B019
     def eager(self, sample: _Sample) -> list[tf.Tensor]:
@@ -439,7 +446,7 @@ class _Run:
                                 for side in (expected, actual))
         found = []
         for e, a in zip(expected, actual):
-            normal = _differentiable(e.dtype) and sample.derived and float(ml_dtypes.finfo(
+            normal = sample.derived and _differentiable(e.dtype) and float(ml_dtypes.finfo(
                 e.dtype.real_dtype.as_numpy_dtype).tiny)
             found.append(_difference(e, a, self.rtol, max(self.atol, normal or 0.0),
                                      bits=not sample.derived))
@@ -479,55 +486,7 @@ class _Run:
                                       grad_ys=list(map(_cotangent, targets)))
 
 
-def _kernel_runs(kernel: Any, node: Any) -> bool:
-    """Whether a KernelDef's label and type constraints admit a NodeDef."""
-    if kernel.label and node.attr["_kernel"].s.decode() != kernel.label:
-        return False
-    for constraint in kernel.constraint:
-        allowed, value = set(constraint.allowed_values.list.type), node.attr[constraint.name]
-        kind = value.WhichOneof("value")
-        if (kind == "type" and value.type not in allowed) or (
-                kind == "list" and not allowed.issuperset(value.list.type)):
-            return False
-    return True
-
-
-def _arg_types(node: Any, args: str) -> list[tf.DType]:
-    """The dtypes of a NodeDef's ``args`` (input_arg or output_arg), as its OpDef declares them."""
-    types: list[int] = []
-    for arg in getattr(_compat.registered_op_def(node.op), args, ()):
-        attr = node.attr[arg.type_attr or arg.type_list_attr]
-        types += [arg.type] if arg.type else [attr.type] if arg.type_attr else attr.list.type
-    return [tf.as_dtype(t) for t in types if t]
-
-
-def _types_of(node: Any) -> str:
-    types = [tf.as_dtype(value.type).name for value in node.attr.values()
-             if value.WhichOneof("value") == "type"]
-    return ", ".join(types) or "no type attribute"
-
-
-def _gradient_of(op_type: str) -> str:
-    """``missing`` (no entry in the gradient registry), ``none`` (declared not differentiable)
-    or ``registered``."""
-    try:
-        return "none" if _compat.gradient_function(op_type) is None else "registered"
-    except LookupError:
-        return "missing"
-
-
-def _cotangent(output: tf.Tensor) -> tf.Tensor:
-    """-1.25, -0.75, ..., 1.75, repeated over ``output``'s shape."""
-    steps = tf.reshape(tf.math.floormod(tf.range(tf.size(output)), 7), tf.shape(output))
-    return tf.cast(steps, output.dtype) * tf.cast(0.5, output.dtype) - tf.cast(1.25, output.dtype)
-
-
-def _row(batch: Any, k: int) -> Any:
-    """Example ``k`` of a batch, sliced in NumPy where TensorFlow cannot (quantized dtypes)."""
-    return tf.constant(batch.numpy()[k], batch.dtype) if isinstance(batch, tf.Tensor) else batch[k]
-
-
-# --- the checks: each returns its reason for ok, or raises _Verdict --------------------------
+# --- the checks, in the order of CHECKS: each returns its reason for ok, or raises _Verdict -
 
 
 def _check_registered(run: _Run) -> str:
@@ -646,8 +605,10 @@ def _check_modes(run: _Run) -> str:
                 with tf.device(device):
                     found[how] = _flat(way(*sample.tensors()))
             except Exception as error:
-                problems.append(f"{sample} on {device}: {how} fails: {_told(error)}"
-                                + XLA_ADVICE * (how == "with jit_compile"))
+                problems.append(f"{sample} on {device}: {how} fails: {_told(error)}" + (
+                    ". Register an XLA kernel (REGISTER_XLA_OP), and load the library before "
+                    "TensorFlow runs its first op: TensorFlow makes XLA's kernels once"
+                    if how == "with jit_compile" else ""))
         for how, outputs in found.items():
             problems += run.compare(sample, expected, outputs, f"{device}, {how}")
         if run.ungradable or run.shape_problems(sample)[0] or not any(
@@ -791,13 +752,112 @@ def _check_pure(run: _Run) -> str:
     return "inputs unchanged, and the same outputs for the same inputs"
 
 
-# A fresh process: writes which op types of the SavedModel in DIRECTORY TensorFlow alone does not
-# register (without them it cannot load), then loads LIBRARY (path:FILE, module:NAME, or nothing)
-# and the SavedModel, and calls it on each sample's inputs, in tf.function and with jit_compile,
-# writing the outputs (or the error) of the first beside them. Before each call, it appends the
-# sample and the mode to DIRECTORY/progress: if the call crashes the process, the last line says
-# where. Tensors go as TensorProtos, which need no kernel (SerializeTensor has none for quantized
-# types).
+def _check_saved_model(run: _Run) -> str:
+    samples, screen = run.usable(), run.screen
+    loads = run.library.partition(":")[2] if run.library else "only TensorFlow"
+    if screen.error:
+        raise _Verdict("failed", f"in a fresh process that loads {loads}, the SavedModel does "
+                       f"not load and run: {screen.error}")
+    problems = []
+    for sample in samples:
+        if isinstance(outputs := screen.outputs.get((sample.index, "in tf.function"), []), str):
+            problems.append(f"{sample}: the loaded model raised {_told(outputs)}")
+        else:
+            problems += run.compare(sample, run.eager(sample), outputs, "the loaded model")
+    if problems:
+        raise _Verdict("failed", problems)
+    without = ("it needs no op that TensorFlow alone lacks" if not screen.unregistered else
+               f"without it, it cannot load: TensorFlow alone registers no "
+               f"{', '.join(screen.unregistered)}")
+    return f"a fresh process that loads {loads} gives the same outputs; {without}"
+
+
+# --- the fresh process ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Screen:
+    """What the fresh process found (``error``: why it could not load and run the model)."""
+
+    error: str = ""
+    outputs: dict[tuple[int, str], Any] = dataclasses.field(default_factory=dict)  # or error
+    crashes: dict[int, str] = dataclasses.field(default_factory=dict)  # how each ended it
+    unregistered: list[str] = dataclasses.field(default_factory=list)  # by TensorFlow alone
+
+
+def _screen(run: _Run) -> _Screen:
+    """Runs each sample (edge samples too) first in a fresh process that loads fn's SavedModel,
+    in tf.function and with jit_compile (eagerly, the same kernels run). A crash ends that
+    process, not this one, and the next starts past the sample."""
+    samples, screen = [s for s in run.samples + run.edges if not run.reported_by(s)], _Screen()
+    with tempfile.TemporaryDirectory(prefix="opcheck-") as directory:
+        try:
+            if samples:
+                _save(run, samples, directory)
+        except Exception as error:
+            screen.error, samples = f"fn's SavedModel cannot be written: {_told(error)}", []
+        while samples:
+            ended, said = _fresh_process(directory, run.library or "")
+            done = Path(directory, "progress").read_text().splitlines()
+            if not ended or not done:  # it ended well, raised, or crashed before a sample
+                screen.error = f"it ended {ended} before it ran a sample" if ended else said
+                break
+            index, mode = done[-1].split(" ", 1)
+            screen.crashes[int(index[:4])] = f"{ended} {mode}{said}"
+            for name in {line.split()[0] for line in done}:
+                shutil.rmtree(Path(directory, "inputs", name))
+            Path(directory, "progress").write_text("")
+        if samples and not screen.error:
+            screen.unregistered = sorted(Path(directory, "unregistered").read_text().split())
+        for folder in Path(directory, "outputs").glob("*/*"):  # outputs/WAY/SAMPLE[.error]
+            key = int(folder.name[:4]), folder.parent.name
+            if folder.is_dir():
+                screen.outputs[key] = [tf.constant(tf.make_ndarray(p), p.dtype) for p in (
+                    TensorProto.FromString(f.read_bytes()) for f in sorted(folder.iterdir()))]
+            else:
+                screen.outputs[key] = folder.read_text()
+    return screen
+
+
+def _save(run: _Run, samples: list[_Sample], directory: str) -> None:
+    """fn's SavedModel, traced for each sample, and each sample's inputs, in a folder whose
+    name ends with -jit where XLA has their types."""
+    module = tf.Module()
+    module.call = tf.function(run.fn, autograph=False)
+    module.held = _held(run.fn, set())  # what the model must save too: a tokenizer's tables
+    for sample in samples:
+        module.call.get_concrete_function(*sample.tensors())
+        jit = not {d.name for d in sample.dtypes} - run.xla_types("CPU:0")
+        folder = Path(directory, "inputs", f"{sample.index:04d}{'-jit' * jit}")
+        folder.mkdir(parents=True)
+        for i, (array, dtype) in enumerate(zip(sample.arrays, sample.dtypes)):
+            (folder / f"{i:04d}").write_bytes(
+                tf.make_tensor_proto(array, dtype).SerializeToString())
+    tf.saved_model.save(module, str(Path(directory, "model")))
+    Path(directory, "progress").write_text("")
+
+
+def _held(thing: Any, seen: set[int]) -> list[Any]:
+    """The trackable objects (tables, variables) that ``thing`` is or reaches: a function, through
+    its object, closure and the globals it names, and the functions (or partials) those are."""
+    thing = getattr(thing, "python_function", thing)  # a tf.function's Python function
+    if isinstance(thing, _compat.Trackable):
+        return [thing]
+    if id(thing) in seen or str(getattr(thing, "__module__", "")).startswith("tensorflow"):
+        return []
+    seen.add(id(thing))
+    parts = [getattr(thing, name, None) for name in ("__self__", "__func__", "func")]
+    if code := getattr(thing, "__code__", None):
+        parts += [cell.cell_contents for cell in thing.__closure__ or ()]
+        parts += [thing.__globals__.get(name) for name in code.co_names]
+    return [held for part in parts if part is not None for held in _held(part, seen)]
+
+
+# Writes which op types of the SavedModel in DIRECTORY TensorFlow alone does not register, then
+# loads LIBRARY (path:FILE, module:NAME, or nothing) and the model, and calls it on each sample,
+# in tf.function and (for a folder named -jit) with jit_compile, writing what each gives. Before
+# each call, it notes the sample and the way in DIRECTORY/progress, which a crash leaves as it
+# was. Tensors go as TensorProtos, which need no kernel (SerializeTensor has none for qint8).
 _FRESH_PROCESS = """
 import importlib, pathlib, sys
 import tensorflow as tf
@@ -805,7 +865,8 @@ from tensorflow.core.framework.tensor_pb2 import TensorProto
 from tensorflow.core.protobuf.saved_model_pb2 import SavedModel
 from tensorflow.python.framework import op_def_registry
 directory, library = pathlib.Path(sys.argv[1]), sys.argv[2]
-sys.excepthook = lambda kind, error, _: (directory / "error").write_text(f"{kind.__name__}\\n{error}")
+sys.excepthook = lambda kind, error, _: (directory / "error").write_text(
+    f"{kind.__name__}\\n{error}")
 saved = SavedModel.FromString((directory / "model" / "saved_model.pb").read_bytes())
 graph = saved.meta_graphs[0].graph_def
 types = {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
@@ -839,22 +900,6 @@ for sample in sorted((directory / "inputs").iterdir()):
 """
 
 
-def _held(thing: Any, seen: set[int]) -> list[Any]:
-    """The trackable objects (tables, variables) that ``thing`` is or reaches: a function, through
-    its object, closure and the globals it names, and the functions (or partials) those are."""
-    thing = getattr(thing, "python_function", thing)  # a tf.function's Python function
-    if isinstance(thing, _compat.Trackable):
-        return [thing]
-    if id(thing) in seen or str(getattr(thing, "__module__", "")).startswith("tensorflow"):
-        return []
-    seen.add(id(thing))
-    parts = [getattr(thing, name, None) for name in ("__self__", "__func__", "func")]
-    if code := getattr(thing, "__code__", None):
-        parts += [cell.cell_contents for cell in thing.__closure__ or ()]
-        parts += [thing.__globals__.get(name) for name in code.co_names]
-    return [held for part in parts if part is not None for held in _held(part, seen)]
-
-
 def _fresh_process(directory: str, library: str) -> tuple[str, str]:
     """Runs _FRESH_PROCESS: ('', '') if it ends well, ('', its error in one line) if it raises,
     or how it ended otherwise (with a signal, or none in time) and what a CHECK said."""
@@ -867,149 +912,123 @@ def _fresh_process(directory: str, library: str) -> tuple[str, str]:
     if ran.returncode < 0:
         check = re.search(r"Check failed: .*", ran.stderr)
         return f"with {signal.Signals(-ran.returncode).name}", f" ({check[0]})" if check else ""
-    error = Path(directory, "error")
-    if not ran.returncode or not error.exists():
+    if not ran.returncode or not (error := Path(directory, "error")).exists():
         return "", f"exit status {ran.returncode}: {ran.stderr[-300:]}" if ran.returncode else ""
     return "", _told(error.read_text())
 
 
-def _tensors_in(folder: Path) -> list[tf.Tensor]:
-    protos = (TensorProto.FromString(path.read_bytes()) for path in sorted(folder.iterdir()))
-    return [tf.constant(tf.make_ndarray(proto), proto.dtype) for proto in protos]
+# --- comparing values, telling errors, reading the registries ----------------------------
 
 
-def _check_saved_model(run: _Run) -> str:
-    samples, screen = run.usable(), run.screen
-    loads = run.library.partition(":")[2] if run.library else "only TensorFlow"
-    if screen.error:
-        raise _Verdict("failed", f"in a fresh process that loads {loads}, the SavedModel does "
-                       f"not load and run: {screen.error}")
-    problems = []
-    for sample in samples:
-        if isinstance(outputs := screen.outputs.get((sample.index, "in tf.function"), []), str):
-            problems.append(f"{sample}: the loaded model raised {_told(outputs)}")
-        else:
-            problems += run.compare(sample, run.eager(sample), outputs, "the loaded model")
-    if problems:
-        raise _Verdict("failed", problems)
-    without = ("it needs no op that TensorFlow alone lacks" if not screen.unregistered else
-               f"without it, it cannot load: TensorFlow alone registers no "
-               f"{', '.join(screen.unregistered)}")
-    return f"a fresh process that loads {loads} gives the same outputs; {without}"
+def as_bits(tensor: tf.Tensor) -> tuple:
+    """Everything that identifies a tensor's value exactly: dtype, shape and raw bytes (NaN
+    payloads and -0.0 included)."""
+    array = np.asarray(tensor.numpy(), dtype=object if tensor.dtype == tf.string else None)
+    payload = array.tolist() if array.dtype == object else array.tobytes()
+    return tensor.dtype, tuple(tensor.shape), payload
 
 
-def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *,
-            checks: Sequence[str] | None = None, library: str | os.PathLike | None = None,
-            rtol: float = 0.0, atol: float = 0.0, expect: Mapping[str, str] | None = None
-            ) -> OpcheckResults:
-    """Checks the TensorFlow op(s) that ``fn`` builds, on each of ``samples`` (docs/opcheck.md).
+def _flat(outputs: Any) -> list[tf.Tensor]:
+    return [tf.convert_to_tensor(t) for t in tf.nest.flatten(outputs, expand_composites=True)]
 
-    Args:
-      fn: Builds the op(s) from tensors: ``my_ops.my_op``, ``lambda x: my_ops.my_op(x, attr=2)``.
-      samples: A list of tuples of positional arguments for ``fn``: tensors or NumPy arrays.
-      checks: The names of the checks to run (``CHECKS``); all of them by default.
-      library: What a fresh process loads to have the op: an op library's path, as
-        ``tf.load_op_library`` takes it, or a module's name. None for TensorFlow's own ops.
-      rtol, atol: Tolerances for values compared across ways and processes. Zero (the
-        default) compares outputs bit for bit, and gradients as values.
-      expect: Failures by design: a check's name, mapped to words its failure says. That check
-        is ``ok`` if it fails with those words and for no other reason, else ``failed``.
 
-    Returns:
-      :class:`OpcheckResults`: each check's :class:`CheckResult`, ``ok``, ``skipped`` or
-      ``failed`` and why. Raises TypeError or ValueError, before anything runs, on bad arguments.
-    """
-    if not callable(fn):
-        raise TypeError(f"opcheck: fn must be a callable that builds the op from tensors, such as "
-                        f"my_ops.my_op or lambda x: my_ops.my_op(x); got a {type(fn).__name__}")
-    if not isinstance(samples, (list, tuple)) or not samples:
-        raise ValueError("opcheck: samples must be a non-empty list of tuples of arguments, such "
-                         "as [(np.ones([2, 3], np.float32),)]")
-    if isinstance(checks, str):
-        raise TypeError(f"opcheck: checks must be a list of check names, such as [{checks!r}]; "
-                        f"got the string {checks!r}")
-    expect = dict(expect or {})
-    if not all(isinstance(words, str) and words for words in expect.values()):
-        raise TypeError("opcheck: expect maps a check to words its failure says, such as "
-                        "{'vmap': 'No pfor vectorization'}")
-    if unknown := sorted((set(checks or ()) | set(expect)) - set(CHECKS)):
-        raise ValueError(f"opcheck: unknown check {unknown}: the checks are {', '.join(CHECKS)}")
-    if checks is not None and (unrun := sorted(set(expect) - set(checks))):
-        raise ValueError(f"opcheck: expect names {unrun}, which checks leaves out")
-    names = [name for name in CHECKS if checks is None or name in checks]
-    run = _Run(fn, _checked_samples(samples), _checked_library(library), rtol, atol, names)
-    results = OpcheckResults()
-    # Tracing for every sample's signature is the point: TensorFlow's warning of it is not.
-    tf.get_logger().addFilter(_not_retracing)
+def _told(error: BaseException | str) -> str:
+    """What a TensorFlow error says went wrong, in one line, without its {{node ...}} marks (of
+    an error, or of the fresh process's text of one: its type's name, a line, its message)."""
+    kind, _, text = error.partition("\n") if isinstance(error, str) else (
+        type(error).__name__, "", str(error))
+    found = [m.group(0) for pattern in TOLD if (m := re.search(pattern, text))]
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip() and not re.match(PREAMBLE, line.strip())]
+    line = (found or lines or [""])[0]
+    return f"{kind}: {re.sub(MARKS, '', line)[:300]}"
+
+
+def _listed(problems: Sequence[str], shown: int = 4) -> str:
+    problems = list(dict.fromkeys(problems))
+    more = f"; and {len(problems) - shown} more" if len(problems) > shown else ""
+    return "; ".join(problems[:shown]) + more
+
+
+def _shape(shape: tf.TensorShape) -> str:
+    return " of unknown rank" if shape.rank is None else str(shape.as_list()).replace("None", "?")
+
+
+def _differentiable(dtype: tf.DType) -> bool:
+    return dtype.is_floating or dtype.is_complex
+
+
+def _difference(expected: Any, actual: Any, rtol=0.0, atol=0.0, bits=True) -> str:
+    """How ``actual`` differs from ``expected`` ('' if it does not): bit for bit, or as values
+    when ``bits`` is false (a zero's sign aside), or within the tolerances when one is given."""
+    if expected is None or actual is None:
+        return "" if expected is actual else "None against a tensor"
+    expected, actual = (tf.zeros(t.shape, tf.bool) if t.dtype in OPAQUE else t
+                        for t in (expected, actual))
+    if expected.dtype != actual.dtype or expected.shape != actual.shape:
+        return (f"{actual.dtype.name}{actual.shape.as_list()}, expected "
+                f"{expected.dtype.name}{expected.shape.as_list()}")
+    if as_bits(expected) == as_bits(actual):
+        return ""
+    want, got = np.asarray(expected.numpy()), np.asarray(actual.numpy())
+    if want.dtype.kind not in "fc":
+        same = got == want
+    elif rtol or atol:
+        same = np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    elif bits:
+        same = np.reshape([a.tobytes() == b.tobytes() for a, b in zip(got.flat, want.flat)],
+                          got.shape)
+    else:
+        same = (got == want) | (np.isnan(got) & np.isnan(want))
+    if np.all(same):
+        return ""
+    at = tuple(int(i) for i in np.argwhere(~np.asarray(same))[0])
+    return f"at {list(at)} {got[at]!r}, expected {want[at]!r}"
+
+
+def _kernel_runs(kernel: Any, node: Any) -> bool:
+    """Whether a KernelDef's label and type constraints admit a NodeDef."""
+    if kernel.label and node.attr["_kernel"].s.decode() != kernel.label:
+        return False
+    for constraint in kernel.constraint:
+        allowed, value = set(constraint.allowed_values.list.type), node.attr[constraint.name]
+        kind = value.WhichOneof("value")
+        if (kind == "type" and value.type not in allowed) or (
+                kind == "list" and not allowed.issuperset(value.list.type)):
+            return False
+    return True
+
+
+def _arg_types(node: Any, args: str) -> list[tf.DType]:
+    """The dtypes of a NodeDef's ``args`` (input_arg or output_arg), as its OpDef declares them."""
+    types: list[int] = []
+    for arg in getattr(_compat.registered_op_def(node.op), args, ()):
+        attr = node.attr[arg.type_attr or arg.type_list_attr]
+        types += [arg.type] if arg.type else [attr.type] if arg.type_attr else attr.list.type
+    return [tf.as_dtype(t) for t in types if t]
+
+
+def _types_of(node: Any) -> str:
+    types = [tf.as_dtype(value.type).name for value in node.attr.values()
+             if value.WhichOneof("value") == "type"]
+    return ", ".join(types) or "no type attribute"
+
+
+def _gradient_of(op_type: str) -> str:
+    """``missing`` (no entry in the gradient registry), ``none`` (declared not differentiable)
+    or ``registered``."""
     try:
-        for name in names:
-            try:
-                result, said = CheckResult("ok", globals()[f"_check_{name}"](run)), []
-            except Exception as error:  # a verdict, or the op under test broke the check itself
-                verdict = error if isinstance(error, _Verdict) else _Verdict(
-                    "failed", f"the check crashed: {_told(error)}")
-                result, said = CheckResult(*verdict.args), verdict.problems
-            crashed = [str(s) for s in run.samples if s.index in run.crashes]
-            if crashed and name not in ("registered", "crash", "edges"):
-                result = CheckResult(result.status, f"{result.reason} (left out: "
-                                     f"{_listed(crashed, 2)}, which ends the process: see crash)")
-            results[name] = _as_expected(result, said, expect[name]) if name in expect else result
-    finally:
-        tf.get_logger().removeFilter(_not_retracing)
-    return results
+        return "none" if _compat.gradient_function(op_type) is None else "registered"
+    except LookupError:
+        return "missing"
 
 
-def assert_opcheck(fn: Callable[..., Any], samples: Sequence[tuple], **options: Any
-                   ) -> OpcheckResults:
-    """:func:`opcheck`, then ``raise_on_failure()``: a test in one call."""
-    results = opcheck(fn, samples, **options)
-    results.raise_on_failure()
-    return results
+def _cotangent(output: tf.Tensor) -> tf.Tensor:
+    """-1.25, -0.75, ..., 1.75, repeated over ``output``'s shape."""
+    steps = tf.reshape(tf.math.floormod(tf.range(tf.size(output)), 7), tf.shape(output))
+    return tf.cast(steps, output.dtype) * tf.cast(0.5, output.dtype) - tf.cast(1.25, output.dtype)
 
 
-def _as_expected(result: CheckResult, problems: list[str], words: str) -> CheckResult:
-    """A failure by design, whose every problem says ``words``, is ``ok``; else ``failed``."""
-    if len(others := [p for p in problems if words not in p]) == len(problems):  # none says it
-        return CheckResult("failed", f"expected to fail with {words!r}, but {result}")
-    if others:
-        return CheckResult("failed", _listed(others))
-    return CheckResult("ok", f"fails as expected, with {words!r}: {result.reason}")
-
-
-def _not_retracing(record: logging.LogRecord) -> bool:
-    return "triggered tf.function retracing" not in record.getMessage()
-
-
-def _checked_samples(samples: Sequence[tuple]) -> list[_Sample]:
-    checked = []
-    for index, sample in enumerate(samples):
-        if not isinstance(sample, tuple):
-            raise TypeError(f"opcheck: sample {index} is a {type(sample).__name__}, not a tuple of "
-                            "arguments: write (x,) for one argument")
-        for position, value in enumerate(sample):
-            if not isinstance(value, (tf.Tensor, np.ndarray, np.generic)) or (
-                    isinstance(value, tf.Tensor) and value.dtype in (tf.resource, tf.variant)):
-                raise TypeError(f"opcheck: sample {index}, argument {position} is a "
-                                f"{type(value).__name__}: give a tf.Tensor or a NumPy array of "
-                                "numbers, bools or strings")
-        tensors = [tf.convert_to_tensor(value) for value in sample]
-        arrays = tuple(np.array(t.numpy(), copy=True) for t in tensors)
-        checked.append(_Sample(index, arrays, tuple(t.dtype for t in tensors)))
-    return checked
-
-
-def _checked_library(library: str | os.PathLike | None) -> str | None:
-    """``path:FILE`` or ``module:NAME``, as the fresh process takes it, or None."""
-    if library is None:
-        return None
-    if Path(library).is_file():
-        return f"path:{Path(library).resolve()}"
-    try:
-        importable = isinstance(library, str) and importlib.util.find_spec(library) is not None
-    except (ImportError, ValueError):
-        importable = False
-    if not importable:
-        raise ValueError(f"opcheck: library {str(library)!r} is neither an op library file nor a "
-                         "module that can be imported: give the path tf.load_op_library takes, "
-                         "or a module name such as 'tensorflow_text'")
-    return f"module:{library}"
+def _row(batch: Any, k: int) -> Any:
+    """Example ``k`` of a batch, sliced in NumPy where TensorFlow cannot (quantized dtypes)."""
+    return tf.constant(batch.numpy()[k], batch.dtype) if isinstance(batch, tf.Tensor) else batch[k]
