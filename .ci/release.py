@@ -97,7 +97,7 @@ def deploy_to_maven_central(wheels: str, *maven_arguments: str) -> int:
     timestamp = os.environ.get("SOURCE_DATE_EPOCH") or subprocess.check_output(
         ["git", "log", "-1", "--format=%ct"], text=True
     )
-    command = ["mvn", "--batch-mode", "--no-transfer-progress", "-f", "java/pom.xml",
+    command = ["java/mvnw", "--batch-mode", "--no-transfer-progress", "-f", "java/pom.xml",
                "-P", "release", "deploy", f"-Dtf_stopgrad.wheels={Path(wheels).resolve()}",
                f"-Dproject.build.outputTimestamp={timestamp.strip()}",
                *maven_arguments]  # fmt: skip

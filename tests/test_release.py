@@ -384,7 +384,7 @@ def test_the_preflight_fails_on_what_would_fail_central(registries, protected_ke
 
 
 def maven(arguments: list[str]) -> None:
-    """Maven with the release profile, as far as the release's scripts see it (bin/mvn runs it):
+    """Maven with the release profile, as far as the release's scripts see it (java/mvnw runs it):
     the bundle, BUNDLE's bytes, in java/target/central-publishing, and its jars in java/target;
     unless -DskipUpload=true, uploaded to CENTRAL_API and the plugin's line naming the deployment
     (DEPLOYMENT_ID's, when set) logged; then Maven exits with MAVEN_STATUS."""
@@ -448,12 +448,8 @@ class Runner:
         self.dist, self.pypi_serves, self.uploaded_to_pypi = wheels(self.work, self.version), 1, 0
         (tmp_path / "bin").mkdir()
         (tmp_path / "bin" / "python3").symlink_to(sys.executable)
-        (tmp_path / "bin" / "mvn").write_text(
-            f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(REPO_ROOT / 'tests')!r})\n"
-            "from test_release import maven\nmaven(sys.argv[1:])\n")  # fmt: skip
         (tmp_path / "bin" / "gh").write_text(GH)
-        for tool in ("mvn", "gh"):
-            (tmp_path / "bin" / tool).chmod(0o755)
+        (tmp_path / "bin" / "gh").chmod(0o755)
         (tmp_path / "releases").mkdir()
         self.environment = {**registries.environment, "TAG": f"v{self.version}",
                             "DRY_RUN": VERSION if dry_run else "",
@@ -472,6 +468,10 @@ class Runner:
         for name in (".ci/release.py", "java/pom.xml", "pyproject.toml", "CHANGELOG.md"):
             (self.work / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(REPO_ROOT / name, self.work / name)
+        (self.work / "java" / "mvnw").write_text(  # the Maven wrapper's place: the stand-in
+            f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(REPO_ROOT / 'tests')!r})\n"
+            "from test_release import maven\nmaven(sys.argv[1:])\n")  # fmt: skip
+        (self.work / "java" / "mvnw").chmod(0o755)
 
     def pypi_served(self) -> None:
         shutil.copytree(self.dist, self.registries.pypi_files, dirs_exist_ok=True)

@@ -686,3 +686,24 @@ def test_hashed_gives_pip_the_pin_and_its_hashes_and_pip_26_comes_first():
     assert re.search(r'step "CMake from PyPI" hashed cmake "\$\{PYTHON\[@\]\}"', lanes)
     run = (REPO_ROOT / ".ci" / "run").read_text()
     assert run.index("sed -n '/^pip==/") < run.index("-c .ci/constraints.txt tox tox-uv")
+
+
+def test_maven_is_the_wrapper_s_pinned_distribution_checked_by_its_sha256():
+    """CI's lanes and the release run Maven through java/mvnw only, whose distribution is one
+    release of Maven with its SHA-256 (the wrapper refuses another download): the jars that
+    release.yml builds days after CI come from the same Maven."""
+    properties = dict(line.split("=", 1) for line in
+                      (REPO_ROOT / "java/.mvn/wrapper/maven-wrapper.properties").read_text()
+                      .splitlines() if line and not line.startswith("#"))  # fmt: skip
+    assert properties["distributionType"] == "only-script"
+    assert re.fullmatch(r"https://repo\.maven\.apache\.org/maven2/org/apache/maven/apache-maven/"
+                        r"(3\.\d+\.\d+)/apache-maven-\1-bin\.zip", properties["distributionUrl"])
+    assert re.fullmatch(r"[0-9a-f]{64}", properties["distributionSha256Sum"])
+    mvnw = REPO_ROOT / "java" / "mvnw"
+    assert os.access(mvnw, os.X_OK) and "distributionSha256Sum" in mvnw.read_text()
+    for name in (".ci/lanes", ".ci/release.py", ".github/workflows/ci.yml",
+                 ".github/workflows/release.yml"):  # fmt: skip
+        text = (REPO_ROOT / name).read_text()
+        assert not re.search(r"""(^|[\s"'(])mvn\b""", text, re.M), f"{name} runs Maven unpinned"
+    assert "java/mvnw" in (REPO_ROOT / ".ci" / "lanes").read_text()
+    assert '"java/mvnw"' in (REPO_ROOT / ".ci" / "release.py").read_text()
