@@ -118,6 +118,24 @@ def test_an_op_built_wrong_fails_its_check_and_no_other(broken_ops, name):
 @pytest.mark.core
 @pytest.mark.compiler
 @needs_cmake
+def test_a_sample_that_crashes_the_kernel_fails_crash_and_the_others_leave_it_out(broken_ops):
+    library, path = broken_ops
+    empty = (np.zeros([0, 3], np.float32),)
+    results = opcheck(library.opcheck_reads_first_of_empty, [FLOAT_SAMPLES[0], empty],
+                      library=path, checks=["crash", "modes", "saved_model"])  # fmt: skip
+
+    assert str(results["crash"]) == ("failed: sample 1 (float32[0, 3]) ends the process with "
+                                     "SIGSEGV in tf.function")  # fmt: skip
+    for name in ("modes", "saved_model"):  # this process lives on, and runs sample 0 only
+        assert results[name].status == "ok", str(results)
+        assert results[name].reason.endswith(
+            " (see crash: sample 1 (float32[0, 3]) left out)")
+
+
+@pytest.mark.slow
+@pytest.mark.core
+@pytest.mark.compiler
+@needs_cmake
 def test_the_same_op_built_right_fails_no_check(broken_ops):
     library, path = broken_ops
     results = assert_opcheck(library.opcheck_correct, FLOAT_SAMPLES, library=path)
@@ -421,6 +439,17 @@ def test_an_op_without_an_xla_kernel_by_design_keeps_the_other_comparisons():
         assert_opcheck(lambda x: tf.linalg.sqrtm(x) + float(tf.executing_eagerly()), [spd],
                        checks=["modes"],
                        expect={"modes": "with jit_compile fails"})  # fmt: skip
+
+
+def test_an_op_whose_outputs_vary_has_no_values_compared_though_some_agree_by_chance():
+    def coin(x):  # RandomUniformInt is stateful: its outputs may vary
+        return x + tf.random.uniform([], 0, 2, tf.int32)
+
+    # Two calls on one scalar agree half the time: a verdict per sample would compare its values.
+    results = assert_opcheck(coin, [(np.int32(k),) for k in range(6)], checks=["modes", "pure"])
+
+    assert results["pure"].reason == ("inputs unchanged; outputs vary, as stateful "
+                                      "RandomUniformInt may make them")  # fmt: skip
 
 
 def test_checks_runs_the_checks_named_in_its_order():

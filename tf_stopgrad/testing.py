@@ -58,8 +58,6 @@ OPAQUE = (tf.variant, tf.resource)  # dtypes whose values cannot be read, only t
 
 
 # --- the API ---------------------------------------------------------------------------------
-
-
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
     """One check's verdict: ``status`` is ``ok``, ``skipped`` or ``failed``; ``reason`` says why."""
@@ -140,8 +138,8 @@ def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *,
                 result, said = CheckResult(*verdict.args), verdict.problems
             crashed = [str(s) for s in run.samples if s.index in run.crashes]
             if crashed and name not in ("registered", "crash", "edges"):
-                result = CheckResult(result.status, f"{result.reason} (left out: "
-                                     f"{_listed(crashed, 2)}, which ends the process: see crash)")
+                result = CheckResult(result.status, f"{result.reason} (see crash: "
+                                     f"{_listed(crashed, 2)} left out)")
             results[name] = _as_expected(result, said, expect[name]) if name in expect else result
     finally:
         tf.get_logger().removeFilter(_not_retracing)
@@ -205,8 +203,6 @@ def _checked_library(library: str | os.PathLike | None) -> str | None:
 
 
 # --- the samples -----------------------------------------------------------------------------
-
-
 @dataclasses.dataclass(frozen=True, eq=False)  # hashed by identity, for the run's caches
 class _Sample:
     index: int
@@ -276,8 +272,6 @@ def _extremes(array: np.ndarray, dtype: tf.DType) -> np.ndarray:
 
 
 # --- what the checks share ------------------------------------------------------------------
-
-
 class _Verdict(Exception):
     """Ends a check otherwise than ``ok``: ``_Verdict("failed", reason or list of problems)``."""
 
@@ -389,7 +383,10 @@ class _Run:
 
     @functools.cached_property
     def screen(self) -> _Screen:
-        return _screen(self)
+        try:
+            return _screen(self)
+        except Exception as error:  # opcheck raises for no op
+            return _Screen(f"its results cannot be read: {_told(error)}")
 
     @functools.cached_property
     def crashes(self) -> dict[int, str]:
@@ -408,10 +405,19 @@ class _Run:
         except Exception as error:
             raise _Verdict("failed", f"{sample}: fn raised {_told(error)}") from error
 
-    @functools.cache  # noqa: B019
-    def deterministic(self, sample: _Sample) -> bool:
-        with tf.device("CPU:0"):
-            return not any(map(_difference, self.eager(sample), self.call(sample.tensors())))
+    @functools.cached_property
+    def varies(self) -> list[_Sample]:
+        """The samples on which a second call gives other outputs. With one, fn's values are
+        compared nowhere but in pure: another sample's two calls may have agreed by chance."""
+        varying = []
+        for sample in self.usable():
+            try:
+                with tf.device("CPU:0"):
+                    if any(map(_difference, self.eager(sample), self.call(sample.tensors()))):
+                        varying.append(sample)
+            except _Verdict:  # fn raises on it: the checks that run it say so
+                pass
+        return varying
 
     @functools.cache  # noqa: B019
     def shape_problems(self, sample: _Sample) -> tuple[list[str], list[str]]:
@@ -436,12 +442,12 @@ class _Run:
         return problems, refused
 
     def compare(self, sample: _Sample, expected: list, actual: list, where: str) -> list[str]:
-        """Values where fn is deterministic on ``sample``, else dtypes and ranks only. An edge
+        """Values where fn's outputs do not vary, else dtypes and ranks only. An edge
         sample's as values, where a difference under the smallest normal number is none: XLA
         and a kernel may flush subnormals to zero, or not."""
         if len(expected) != len(actual):
             return [f"{sample}, {where}: {len(actual)} outputs, expected {len(expected)}"]
-        if not self.deterministic(sample):  # tf.zeros([0] * rank) stands for any shape of a rank
+        if self.varies:  # tf.zeros([0] * rank) stands for any shape of a rank
             expected, actual = ([tf.zeros([0] * t.shape.rank, t.dtype) for t in side]
                                 for side in (expected, actual))
         found = []
@@ -487,8 +493,6 @@ class _Run:
 
 
 # --- the checks, in the order of CHECKS: each returns its reason for ok, or raises _Verdict -
-
-
 def _check_registered(run: _Run) -> str:
     unbuilt = [f"{s}: fn cannot build its ops: {_told(error)}" for s in run.samples if isinstance(
         error := run.trace(s), Exception) and run.reported_by(s) == "registered"]
@@ -646,8 +650,8 @@ def _check_edges(run: _Run) -> str:
         try:
             with tf.device("CPU:0"):
                 eager: list | str = run.call(sample.tensors())
-        except Exception as error:
-            eager = _told(error)
+        except Exception as error:  # as the fresh process writes an error
+            eager = f"{type(error).__name__}\n{error}"
         refused += isinstance(eager, str)
         for how in ("in tf.function", "with jit_compile"):  # as the fresh process ran them
             found, on_base = (run.screen.outputs.get((i, how)) for i in (sample.index, sample.base))
@@ -740,14 +744,13 @@ def _check_pure(run: _Run) -> str:
     # Only stateful ops that make values may make them vary (not Assert, which makes none).
     stateful = [op for op in run.op_types if (op_def := _compat.registered_op_def(op))
                 and op_def.is_stateful and op_def.output_arg]
-    random = [s for s in run.usable() if not run.deterministic(s)]
-    if random and not stateful:
+    if run.varies and not stateful:
         problems.append(f"{', '.join(run.op_types)} is declared stateless, yet two calls on "
-                        f"{random[0]} gave other outputs: Grappler may fold it into a constant or "
-                        "merge two calls. Declare it SetIsStateful(), or make it deterministic")
+                        f"{run.varies[0]} gave other outputs: Grappler may fold it into a constant "
+                        "or merge two calls. Declare it SetIsStateful(), or make it deterministic")
     if problems:
         raise _Verdict("failed", problems)
-    if random:
+    if run.varies:
         return f"inputs unchanged; outputs vary, as stateful {', '.join(stateful)} may make them"
     return "inputs unchanged, and the same outputs for the same inputs"
 
@@ -773,8 +776,6 @@ def _check_saved_model(run: _Run) -> str:
 
 
 # --- the fresh process ------------------------------------------------------------------------
-
-
 @dataclasses.dataclass
 class _Screen:
     """What the fresh process found (``error``: why it could not load and run the model)."""
@@ -810,7 +811,8 @@ def _screen(run: _Run) -> _Screen:
         if samples and not screen.error:
             screen.unregistered = sorted(Path(directory, "unregistered").read_text().split())
         for folder in Path(directory, "outputs").glob("*/*"):  # outputs/WAY/SAMPLE[.error]
-            key = int(folder.name[:4]), folder.parent.name
+            if (key := (int(folder.name[:4]), folder.parent.name))[0] in screen.crashes:
+                continue  # what a crash or the time limit cut short
             if folder.is_dir():
                 screen.outputs[key] = [tf.constant(tf.make_ndarray(p), p.dtype) for p in (
                     TensorProto.FromString(f.read_bytes()) for f in sorted(folder.iterdir()))]
@@ -918,8 +920,6 @@ def _fresh_process(directory: str, library: str) -> tuple[str, str]:
 
 
 # --- comparing values, telling errors, reading the registries ----------------------------
-
-
 def as_bits(tensor: tf.Tensor) -> tuple:
     """Everything that identifies a tensor's value exactly: dtype, shape and raw bytes (NaN
     payloads and -0.0 included)."""
