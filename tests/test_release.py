@@ -446,6 +446,8 @@ class Runner:
         git(self.work, "init", "-q")
         git(self.work, "commit", "-q", "--allow-empty", "-m", "released")
         self.dist, self.pypi_serves, self.uploaded_to_pypi = wheels(self.work, self.version), 1, 0
+        shutil.copytree(self.dist, self.work / "dist-ci")  # central-upload's download of it
+        self.central_published = True  # what github's download of the jars depends on
         (tmp_path / "bin").mkdir()
         (tmp_path / "bin" / "python3").symlink_to(sys.executable)
         (tmp_path / "bin" / "gh").write_text(GH)
@@ -507,7 +509,8 @@ class Runner:
         if name == "github":  # its artifacts: dist-ci, the jars, the notes check wrote
             shutil.rmtree(self.work / "files", ignore_errors=True)
             shutil.copytree(self.dist, self.work / "files")
-            shutil.copytree(self.work / "jars", self.work / "files", dirs_exist_ok=True)
+            if self.central_published:
+                shutil.copytree(self.work / "jars", self.work / "files", dirs_exist_ok=True)
         output = self.work / "output"
         output.write_text("")
         deployment = self.outputs.get("central-upload", {}).get("deployment", "")
@@ -517,7 +520,7 @@ class Runner:
                 ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=self.work,
                 capture_output=True, text=True, timeout=120,
                 env={**self.environment, "GITHUB_OUTPUT": str(output), "DEPLOYMENT": deployment,
-                     "CENTRAL": "success"}))  # fmt: skip
+                     "CENTRAL": "success" if self.central_published else "failure"}))  # fmt: skip
             if ran[-1].returncode:
                 break
         self.outputs[name] = dict(line.split("=", 1) for line in output.read_text().splitlines())
@@ -562,7 +565,7 @@ def test_a_re_run_after_central_published_attaches_centrals_own_signatures(runne
 
     assert runner.run("central-upload") == (None, "")
 
-    attached = sorted((runner.work / "jars").glob("*.asc"))
+    attached = sorted((runner.work / "jars").glob("tf-stopgrad-*.asc"))
     assert len(attached) == 4
     for signature in attached:
         assert signature.read_bytes() == bundle_files[f"{COMPONENT}/{signature.name}"]
@@ -706,9 +709,20 @@ def test_the_dry_run_tries_every_service_and_leaves_nothing_but_testpypi_s_files
     assert create.startswith(head), create
     attached = {path.removeprefix("files/") for path in create[len(head) :].split()}
     jars = {path.rsplit("/", 1)[1] for path in bundle_paths(DEV)}
-    assert attached == {*served, *jars, "SHA256SUMS"}
+    assert attached == {*served, *jars, "SHA256SUMS", "SHA256SUMS.asc"}
+    assert_signed_sums(dry_run.work / "files", attached - {"SHA256SUMS", "SHA256SUMS.asc"})
     assert delete == f"gh release delete v{DEV} --yes"
     assert not any(Path(dry_run.environment["GH_RELEASES"]).iterdir())
+
+
+def assert_signed_sums(files: Path, names: set[str]) -> None:
+    """SHA256SUMS in files holds each of names' digest, and is signed by the release's key."""
+    sums = dict(reversed(line.split("  ", 1)) for line in (files / "SHA256SUMS").read_text()
+                .splitlines())  # fmt: skip
+    assert sums == {name: hashlib.sha256((files / name).read_bytes()).hexdigest() for name in names}
+    verified = subprocess.run(["gpg", "--batch", "--verify", "SHA256SUMS.asc", "SHA256SUMS"],
+                              cwd=files, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert verified.returncode == 0, verified.stderr
 
 
 def bundle_paths(version: str) -> list[str]:
@@ -759,6 +773,33 @@ def test_the_github_job_releases_on_the_tag_and_a_re_run_replaces_the_files(runn
         f"gh release edit v{VERSION} --notes-file notes.md",
     ]
     assert "The jars are not here" not in (runner.work / "notes.md").read_text()
+    attached = set(os.listdir(runner.work / "files")) - {"SHA256SUMS", "SHA256SUMS.asc"}
+    assert len(attached) == 3 + 8  # the wheels and sdist; the jars, the pom, their signatures
+    assert_signed_sums(runner.work / "files", attached)
+
+
+@pytest.mark.slow
+@pytest.mark.needs("git", "unzip")
+def test_without_central_s_jars_the_release_has_unsigned_sums_of_its_files_and_says_so(runner):
+    assert runner.run() == (None, "")
+    (runner.work / "notes.md").write_text("The release's notes.\n")
+    runner.central_published = False
+    assert runner.job("github")[0] == 0
+    files = runner.work / "files"
+    assert sorted(os.listdir(files)) == sorted([*os.listdir(runner.dist), "SHA256SUMS"])
+    assert len((files / "SHA256SUMS").read_text().splitlines()) == 3
+    assert "The jars are not here" in (runner.work / "notes.md").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.needs("git", "unzip")
+def test_sums_that_do_not_match_the_files_fail_the_github_job(runner):
+    assert runner.run() == (None, "")
+    (runner.work / "notes.md").write_text("The release's notes.\n")
+    (runner.dist / f"tf_stopgrad-{VERSION}.tar.gz").write_bytes(b"another sdist")
+    status, output = runner.job("github")
+    assert status == 1 and f"tf_stopgrad-{VERSION}.tar.gz: FAILED" in output, output
+    assert gh_calls(runner) == []
 
 
 @pytest.mark.slow

@@ -393,6 +393,7 @@ def test_every_file_of_the_github_release_is_attested_before_it_is_attached():
     github = workflow_jobs("release.yml")["github"]
     steps = re.split(r"^(?=      - )", github, flags=re.M)
     sums = [i for i, step in enumerate(steps) if "sha256sum -- * >SHA256SUMS" in step]
+    assert "sha256sum -c SHA256SUMS" in steps[sums[0]]  # central-upload's, signed, with the jars
     attest = [i for i, step in enumerate(steps) if "uses: actions/attest@" in step]
     release = [i for i, step in enumerate(steps) if "gh release" in step]
     assert len(sums) == len(attest) == len(release) == 1 and sums < attest < release, steps
