@@ -708,3 +708,16 @@ def test_maven_is_the_wrapper_s_pinned_distribution_checked_by_its_sha256():
         assert not re.search(r"""(^|[\s"'(])mvn\b""", text, re.M), f"{name} runs Maven unpinned"
     assert "java/mvnw" in (REPO_ROOT / ".ci" / "lanes").read_text()
     assert '"java/mvnw"' in (REPO_ROOT / ".ci" / "release.py").read_text()
+
+
+def test_the_lanes_install_tf_stopgrad_by_name_at_the_checkout_s_version():
+    """Where a lane installs tf_stopgrad by name (as a user does), it asks for the checkout's
+    version: pip passes over a pre-release, a dry run's X.Y.Z.devN, for a release on PyPI."""
+    lanes = (REPO_ROOT / ".ci" / "lanes").read_text()
+    assert re.search(r"^VERSION=.*\[\"project\"\]\[\"version\"\]", lanes, re.M)
+    commands = [line for line in lanes.replace("\\\n", " ").splitlines()
+                if re.search(r"[\s_]install\b", line) and not re.match(r"\s*(#|\[\[)", line)]
+    name = r"\btf_stopgrad(?![-'/\w])(?:\[[^\]]*\])?(?:==[^\s\"]*)?"
+    by_name = [found for line in commands for found in re.findall(name, line)]
+    assert len(by_name) >= 6, by_name
+    assert [name for name in by_name if not name.endswith("==${VERSION}")] == []
