@@ -18,6 +18,7 @@ in ``CHECKS``: it takes ``run.usable()`` samples, calls fn as ``run.ways`` do, a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib.util
@@ -405,18 +406,20 @@ class _Run:
         except Exception as error:
             raise _Verdict("failed", f"{sample}: fn raised {_told(error)}") from error
 
+    @functools.cache  # noqa: B019
+    def repeats(self, sample: _Sample) -> bool:
+        """Whether a second eager call on ``sample`` gives the same outputs."""
+        with tf.device("CPU:0"):
+            return not any(map(_difference, self.eager(sample), self.call(sample.tensors())))
+
     @functools.cached_property
     def varies(self) -> list[_Sample]:
         """The samples on which a second call gives other outputs. With one, fn's values are
         compared nowhere but in pure: another sample's two calls may have agreed by chance."""
         varying = []
         for sample in self.usable():
-            try:
-                with tf.device("CPU:0"):
-                    if any(map(_difference, self.eager(sample), self.call(sample.tensors()))):
-                        varying.append(sample)
-            except _Verdict:  # fn raises on it: the checks that run it say so
-                pass
+            with contextlib.suppress(_Verdict):  # fn raises on it: the checks that run it say so
+                varying += [sample] * (not self.repeats(sample))
         return varying
 
     @functools.cache  # noqa: B019
@@ -442,12 +445,13 @@ class _Run:
         return problems, refused
 
     def compare(self, sample: _Sample, expected: list, actual: list, where: str) -> list[str]:
-        """Values where fn's outputs do not vary, else dtypes and ranks only. An edge
-        sample's as values, where a difference under the smallest normal number is none: XLA
-        and a kernel may flush subnormals to zero, or not."""
+        """Values where fn's outputs do not vary (on any sample, or on this edge sample), else
+        dtypes and ranks only, which tf.zeros([0] * rank) stands for. An edge sample's as values,
+        where a difference under the smallest normal number is none: XLA and a kernel may flush
+        subnormals to zero, or not."""
         if len(expected) != len(actual):
             return [f"{sample}, {where}: {len(actual)} outputs, expected {len(expected)}"]
-        if self.varies:  # tf.zeros([0] * rank) stands for any shape of a rank
+        if self.varies or (sample.derived and not self.repeats(sample)):
             expected, actual = ([tf.zeros([0] * t.shape.rank, t.dtype) for t in side]
                                 for side in (expected, actual))
         found = []
