@@ -498,8 +498,9 @@ class _Run:
 
 # --- the checks, in the order of CHECKS: each returns its reason for ok, or raises _Verdict -
 def _check_registered(run: _Run) -> str:
-    unbuilt = [f"{s}: fn cannot build its ops: {_told(error)}" for s in run.samples if isinstance(
-        error := run.trace(s), Exception) and run.reported_by(s) == "registered"]
+    unbuilt = [f"{s}: fn cannot build its ops: {_told(run.trace(s))}"  # type: ignore[arg-type]
+               for s in run.samples if run.reported_by(s) == "registered" and isinstance(
+                   run.trace(s), Exception)]
     missing = [f"no OpDef for {op}" for op in run.op_types if _compat.registered_op_def(op) is None]
     gaps = sorted({gap for gaps in run.kernel_gaps.values() for gap in gaps})
     # TensorFlow's placer runs an op on a device that has a kernel for it: a gap is a defect only
@@ -554,8 +555,9 @@ def _check_gradient(run: _Run) -> str:
     if not samples:
         raise _Verdict("skipped", "no sample has a floating input")
     # No gradient flows through an op without a floating output: the tape gives None.
-    if not (samples := [s for s in samples if any(
-            _differentiable(t.dtype) for t in run.trace(s)[1])]):  # type: ignore[index]
+    samples = [s for s in samples if any(_differentiable(t.dtype)
+                                         for t in run.trace(s)[1])]  # type: ignore[index]
+    if not samples:
         raise _Verdict("skipped", "no output is floating: a gradient through fn is None, as "
                        "through tf.math.is_nan")
     if run.ungradable:
@@ -740,14 +742,15 @@ def _check_pure(run: _Run) -> str:
     problems = []
     for sample in run.usable():
         for how, call in (("eagerly", run.call), ("in tf.function", lambda t: run.function(*t))):
-            run.guarded(sample, call, inputs := sample.tensors())
-            problems += [f"{sample}: called {how}, fn changed its input {i} ({text}): a kernel "
-                         "must never write into an input" for i, (before, after)
-                         in enumerate(zip(sample.tensors(), inputs))
-                         if (text := _difference(before, after))]
+            inputs = sample.tensors()
+            run.guarded(sample, call, inputs)
+            for i, (before, after) in enumerate(zip(sample.tensors(), inputs)):
+                if text := _difference(before, after):
+                    problems.append(f"{sample}: called {how}, fn changed its input {i} ({text}): "
+                                    "a kernel must never write into an input")
     # Only stateful ops that make values may make them vary (not Assert, which makes none).
-    stateful = [op for op in run.op_types if (op_def := _compat.registered_op_def(op))
-                and op_def.is_stateful and op_def.output_arg]
+    op_defs = [_compat.registered_op_def(op) for op in run.op_types]
+    stateful = [d.name for d in op_defs if d is not None and d.is_stateful and d.output_arg]
     if run.varies and not stateful:
         problems.append(f"{', '.join(run.op_types)} is declared stateless, yet two calls on "
                         f"{run.varies[0]} gave other outputs: Grappler may fold it into a constant "
@@ -815,7 +818,8 @@ def _screen(run: _Run) -> _Screen:
         if samples and not screen.error:
             screen.unregistered = sorted(Path(directory, "unregistered").read_text().split())
         for folder in Path(directory, "outputs").glob("*/*"):  # outputs/WAY/SAMPLE[.error]
-            if (key := (int(folder.name[:4]), folder.parent.name))[0] in screen.crashes:
+            key = int(folder.name[:4]), folder.parent.name
+            if key[0] in screen.crashes:
                 continue  # what a crash or the time limit cut short
             if folder.is_dir():
                 screen.outputs[key] = [tf.constant(tf.make_ndarray(p), p.dtype) for p in (
@@ -941,7 +945,7 @@ def _told(error: BaseException | str) -> str:
     an error, or of the fresh process's text of one: its type's name, a line, its message)."""
     kind, _, text = error.partition("\n") if isinstance(error, str) else (
         type(error).__name__, "", str(error))
-    found = [m.group(0) for pattern in TOLD if (m := re.search(pattern, text))]
+    found = [m.group(0) for m in (re.search(pattern, text) for pattern in TOLD) if m]
     lines = [line.strip() for line in text.splitlines()
              if line.strip() and not re.match(PREAMBLE, line.strip())]
     line = (found or lines or [""])[0]
