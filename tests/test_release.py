@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from registry_stand_ins import RegistryStandIns
-from test_repository import git, pyproject_version, run_blocks, workflow_jobs
+from test_repository import git, pyproject_version, python3_stand_in, run_blocks, workflow_jobs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VERSION = pyproject_version()  # in a dry run's CI, X.Y.Z.devN
@@ -825,17 +825,9 @@ def test_ci_builds_and_tests_the_dry_run_s_version(tmp_path):
         shutil.copy(REPO_ROOT / name, tmp_path / name)
     git(tmp_path, "init", "-q")
     git(tmp_path, "commit", "-q", "--allow-empty", "-m", "the dry run's")
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "python3").write_text(
-        '#!/bin/sh\nif [ "$1 $2" = "-m venv" ]; then\n  mkdir -p "$3/bin"\n'
-        '  printf "#!/bin/sh\\ncat >/dev/null\\n" >"$3/bin/pip"\n'  # reads what it is given
-        '  printf "#!/bin/sh\\nprintf \'wheels\\\\nlint\\\\n\'\\n" >"$3/bin/tox"\n'
-        '  chmod +x "$3/bin/pip" "$3/bin/tox"; exit\nfi\n'
-        f'exec "{sys.executable}" "$@"\n')  # fmt: skip
-    (tmp_path / "bin" / "python3").chmod(0o755)
+    stand_in = python3_stand_in(tmp_path, ["wheels", "lint"])
     for dev, status in ((f"{VERSION}.dev7", 0), ("9.9.9.dev7", 1)):
-        environment = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
-                       "DEV_VERSION": dev}  # fmt: skip
+        environment = {**stand_in, "DEV_VERSION": dev}
         ran = subprocess.run(["bash", str(tmp_path / ".ci" / "run"), "--list"], env=environment,
                              capture_output=True, text=True, timeout=60)  # fmt: skip
         assert ran.returncode == status, ran.stdout + ran.stderr

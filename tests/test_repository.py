@@ -610,6 +610,22 @@ def test_the_link_check_finds_each_broken_link_and_follows_githubs_anchors(tmp_p
     ]
 
 
+def python3_stand_in(directory: Path, lanes: list[str]) -> dict[str, str]:
+    """An environment whose python3, for .ci/run, makes a tools venv of stand-ins with `-m venv`
+    (a pip that reads what it is given, a tox that lists ``lanes``; nothing is downloaded) and
+    is this Python otherwise."""
+    listed = "".join(f"{lane}\\\\n" for lane in lanes)
+    (directory / "bin").mkdir()
+    (directory / "bin" / "python3").write_text(
+        '#!/bin/sh\nif [ "$1 $2" = "-m venv" ]; then\n  mkdir -p "$3/bin"\n'
+        '  printf "#!/bin/sh\\ncat >/dev/null\\n" >"$3/bin/pip"\n'
+        f'  printf "#!/bin/sh\\nprintf \'{listed}\'\\n" >"$3/bin/tox"\n'
+        '  chmod +x "$3/bin/pip" "$3/bin/tox"; exit\nfi\n'
+        f'exec "{sys.executable}" "$@"\n')  # fmt: skip
+    (directory / "bin" / "python3").chmod(0o755)
+    return {**os.environ, "PATH": f"{directory / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+
+
 @pytest.mark.slow
 def test_run_list_prints_the_lanes_and_keeps_the_last_runs_logs_and_cache(tmp_path):
     """`bash .ci/run --list`, as CI's first job and a contributor run it, on a copy of .ci/run
@@ -623,15 +639,7 @@ def test_run_list_prints_the_lanes_and_keeps_the_last_runs_logs_and_cache(tmp_pa
     for kept in (last_log, cached):
         kept.parent.mkdir(parents=True)
         kept.write_text("the last run's")
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "python3").write_text(
-        '#!/bin/sh\nif [ "$1 $2" = "-m venv" ]; then\n  mkdir -p "$3/bin"\n'
-        '  printf "#!/bin/sh\\ncat >/dev/null\\n" >"$3/bin/pip"\n'  # reads what it is given
-        '  printf "#!/bin/sh\\nprintf \'wheels\\\\nlint\\\\nsource\\\\n\'\\n" >"$3/bin/tox"\n'
-        '  chmod +x "$3/bin/pip" "$3/bin/tox"; exit\nfi\n'
-        f'exec "{sys.executable}" "$@"\n')  # fmt: skip
-    (tmp_path / "bin" / "python3").chmod(0o755)
-    environment = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+    environment = {**python3_stand_in(tmp_path, ["wheels", "lint", "source"]),
                    "SOURCE_DATE_EPOCH": "0"}  # fmt: skip
     ran = subprocess.run(["bash", str(tmp_path / ".ci" / "run"), "--list"], env=environment,
                          capture_output=True, text=True, timeout=60)  # fmt: skip
