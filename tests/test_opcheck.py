@@ -130,6 +130,10 @@ def test_a_sample_that_crashes_the_kernel_fails_crash_and_the_others_leave_it_ou
         assert results[name].status == "ok", str(results)
         assert results[name].reason.endswith(
             " (see crash: sample 1 (float32[0, 3]) left out)")
+    alone = opcheck(library.opcheck_reads_first_of_empty, [empty], library=path,
+                    checks=["shape_fn", "crash"])  # fmt: skip
+    assert alone["shape_fn"].reason.startswith(
+        "fn builds and runs its ops on no sample (see registered, crash)")
 
 
 @pytest.mark.slow

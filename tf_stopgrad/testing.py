@@ -528,7 +528,8 @@ def _check_shape_fn(run: _Run) -> str:
     rejected = [f"{s} ({_told(run.trace(s))})" for s in run.samples  # type: ignore[arg-type]
                 if run.reported_by(s) == "shape_fn"]
     if not found and not rejected:
-        raise _Verdict("skipped", "fn builds and runs its ops on no sample (see registered)")
+        raise _Verdict("skipped", "fn builds and runs its ops on no sample (see registered"
+                       f"{', crash' * bool(run.crashes)})")
     if problems := [problem for sample_problems, _ in found for problem in sample_problems]:
         raise _Verdict("failed", problems)
     refused = [refusal for _, refusals in found for refusal in refusals]
