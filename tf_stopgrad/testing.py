@@ -22,15 +22,14 @@ import contextlib
 import dataclasses
 import functools
 import importlib.util
+import itertools
 import logging
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.framework.tensor_pb2 import TensorProto
+from tensorflow.core.framework.attr_value_pb2 import AttrValue
 
 from . import _compat
 
@@ -192,15 +191,12 @@ def _checked_library(library: str | os.PathLike | None) -> str | None:
         return None
     if Path(library).is_file():
         return f"path:{Path(library).resolve()}"
-    try:
-        importable = isinstance(library, str) and importlib.util.find_spec(library) is not None
-    except (ImportError, ValueError):
-        importable = False
-    if not importable:
-        raise ValueError(f"opcheck: library {str(library)!r} is neither an op library file nor a "
-                         "module that can be imported: give the path tf.load_op_library takes, "
-                         "or a module name such as 'tensorflow_text'")
-    return f"module:{library}"
+    with contextlib.suppress(ImportError, ValueError):  # find_spec's for a name it cannot take
+        if isinstance(library, str) and importlib.util.find_spec(library) is not None:
+            return f"module:{library}"
+    raise ValueError(f"opcheck: library {str(library)!r} is neither an op library file nor a "
+                     "module that can be imported: give the path tf.load_op_library takes, or a "
+                     "module name such as 'tensorflow_text'")
 
 
 # --- the samples -----------------------------------------------------------------------------
@@ -259,10 +255,9 @@ def _extremes(array: np.ndarray, dtype: tf.DType) -> np.ndarray:
     """``array``'s shape filled with NaN, ±Inf, -0.0 and subnormals (floats), the limits
     (integers), or empty and blank strings; else ``array`` itself."""
     if dtype.is_floating or dtype.is_complex:
-        tiny = np.array(1, dtype.real_dtype.as_numpy_dtype)
-        while tiny / np.array(2, tiny.dtype):  # down to the smallest subnormal
-            tiny = tiny / np.array(2, tiny.dtype)
-        values: Any = np.array([np.nan, np.inf, -np.inf, -0.0, tiny, -tiny], tiny.dtype)
+        real = dtype.real_dtype.as_numpy_dtype
+        tiny = ml_dtypes.finfo(real).smallest_subnormal
+        values: Any = np.array([np.nan, np.inf, -np.inf, -0.0, tiny, -tiny], real)
     elif dtype.is_integer and not dtype.is_quantized:
         values = np.array([dtype.min, dtype.max], array.dtype)
     elif dtype == tf.string:
@@ -294,16 +289,15 @@ class _Run:
         self.fn, self.samples, self.library, self.rtol, self.atol = fn, samples, library, rtol, atol
         self.checks = checks
         self.devices = _visible_devices()
+        self.kinds = [device.split(":")[0] for device in self.devices]
         self.function = tf.function(fn, autograph=False)
         self.ways = {"eagerly": fn, "in tf.function": self.function,
                      "with jit_compile": tf.function(fn, autograph=False, jit_compile=True)}
-        self.vectorized = tf.function(autograph=False)(lambda *batch: tf.vectorized_map(
-            lambda example: fn(*example), batch, fallback_to_while_loop=False))
+        tape, v1 = (functools.partial(self.differentiate, v1) for v1 in (False, True))
         self.gradient_ways = {
-            "eagerly": self.tape_gradients,
-            "by v1 gradients": tf.function(self.v1_gradients, autograph=False),
-            "in tf.function": tf.function(self.tape_gradients, autograph=False),
-            "with jit_compile": tf.function(self.tape_gradients, autograph=False, jit_compile=True)}
+            "eagerly": tape, "by v1 gradients": tf.function(v1, autograph=False),
+            "in tf.function": tf.function(tape, autograph=False),
+            "with jit_compile": tf.function(tape, autograph=False, jit_compile=True)}
 
     @functools.cache  # noqa: B019 (a run lives as long as its opcheck call)
     def xla_types(self, device: str) -> set[str]:
@@ -353,11 +347,10 @@ class _Run:
         """For each sample, the (op, device type, dtypes) that no registered kernel runs."""
         gaps: dict[int, list[tuple[str, str, str]]] = {}
         for index, nodes in self.nodes.items():
-            for node, device in ((n, d) for n in nodes for d in dict.fromkeys(
-                    d.split(":")[0] for d in self.devices)):
-                if not any(kernel.device_type in (device, "DEFAULT") and _kernel_runs(kernel, node)
+            for node, kind in itertools.product(nodes, self.kinds):
+                if not any(kernel.device_type in (kind, "DEFAULT") and _kernel_runs(kernel, node)
                            for kernel in _compat.registered_kernels(node.op)):
-                    gaps.setdefault(index, []).append((node.op, device, _types_of(node)))
+                    gaps.setdefault(index, []).append((node.op, kind, _types_of(node)))
         return gaps
 
     def reported_by(self, sample: _Sample) -> str:
@@ -369,12 +362,14 @@ class _Run:
         gaps = self.kernel_gaps.get(sample.index, [])
         return "registered" if any(gap[1] == "CPU" for gap in gaps) else ""
 
-    def usable(self) -> list[_Sample]:
+    def usable(self, skip: bool = True) -> list[_Sample]:
         """The samples fn builds and runs its ops on without a crash; if none, a skip."""
-        if not (usable := [s for s in self.samples if not self.reported_by(s)
-                           and s.index not in self.crashes]):
-            raise _Verdict("skipped", "fn builds and runs its ops on no sample (see registered, "
-                           f"shape_fn{', crash' * bool(self.crashes)})")
+        usable = [s for s in self.samples
+                  if not self.reported_by(s) and s.index not in self.crashes]
+        if skip and not usable:
+            reporters = {self.reported_by(s) or "crash" for s in self.samples}
+            raise _Verdict("skipped", "fn builds and runs its ops on no sample (see "
+                           f"{', '.join(name for name in CHECKS if name in reporters)})")
         return usable
 
     @functools.cached_property
@@ -483,17 +478,15 @@ class _Run:
         return [f"{sample}: the gradient of floating input {i} {how}: {text}"
                 for i, text in enumerate(found) if text]
 
-    def tape_gradients(self, *tensors: tf.Tensor) -> list:
+    def differentiate(self, v1: bool, *tensors: tf.Tensor) -> list:
         wrt = [t for t in tensors if _differentiable(t.dtype)]
         with tf.GradientTape() as tape:
             tape.watch(wrt)
             targets = [out for out in self.call(tensors) if _differentiable(out.dtype)]
-        return tape.gradient(targets, wrt, output_gradients=list(map(_cotangent, targets)))
-
-    def v1_gradients(self, *inputs: tf.Tensor) -> list:
-        targets = [out for out in self.call(inputs) if _differentiable(out.dtype)]
-        return tf.compat.v1.gradients(targets, [t for t in inputs if _differentiable(t.dtype)],
-                                      grad_ys=list(map(_cotangent, targets)))
+        upstream = list(map(_cotangent, targets))
+        if v1:
+            return tf.compat.v1.gradients(targets, wrt, grad_ys=upstream)
+        return tape.gradient(targets, wrt, output_gradients=upstream)
 
 
 # --- the checks, in the order of CHECKS: each returns its reason for ok, or raises _Verdict -
@@ -505,31 +498,25 @@ def _check_registered(run: _Run) -> str:
     gaps = sorted({gap for gaps in run.kernel_gaps.values() for gap in gaps})
     # TensorFlow's placer runs an op on a device that has a kernel for it: a gap is a defect only
     # on every device. The checks after this one run on the CPU, and leave its gaps out.
-    lacking: dict[tuple[str, str], list[str]] = {}
-    for op, device, types in gaps:
-        lacking.setdefault((op, types), []).append(device)
-    kinds, notes = [device.split(":")[0] for device in run.devices], defaultdict(list)
-    for (op, types), devices in lacking.items():
-        if devices != kinds:
-            where = "the CPU" if devices == ["GPU"] else "the GPU only, and is left out"
-            notes[f"on {devices[0]}, {op} runs on {where}"].append(types)
-    if failed := unbuilt + missing + [f"no kernel for ({', '.join(gap)})" for gap in gaps
-                                      if lacking[gap[::2]] == kinds]:
-        raise _Verdict("failed", failed)
-    full = ", ".join(kind for kind in kinds if all(gap[1] != kind for gap in gaps)) or "a device"
+    notes: dict[str, list[str]] = {}
+    for op, kind, types in gaps:
+        if all((op, other, types) in gaps for other in run.kinds):
+            missing.append(f"no kernel for ({op}, {kind}, {types})")
+        else:
+            where = "the CPU" if kind == "GPU" else "the GPU only, and is left out"
+            notes.setdefault(f"on {kind}, {op} runs on {where}", []).append(types)
+    if unbuilt + missing:
+        raise _Verdict("failed", unbuilt + missing)
+    full = ", ".join(k for k in run.kinds if all(gap[1] != k for gap in gaps)) or "a device"
     noted = "".join(f"; {where} for {', '.join(types)}" for where, types in notes.items())
     return f"{', '.join(run.op_types)}: an OpDef, and a kernel on {full} for every sample{noted}"
 
 
 def _check_shape_fn(run: _Run) -> str:
-    found = [run.shape_problems(s) for s in run.samples
-             if not run.reported_by(s) and s.index not in run.crashes]
     # A sample the shape function refuses is the caller's error: the kernel is not run on it.
     rejected = [f"{s} ({_told(run.trace(s))})" for s in run.samples  # type: ignore[arg-type]
                 if run.reported_by(s) == "shape_fn"]
-    if not found and not rejected:
-        raise _Verdict("skipped", "fn builds and runs its ops on no sample (see registered"
-                       f"{', crash' * bool(run.crashes)})")
+    found = [run.shape_problems(s) for s in run.usable(skip=not rejected)]
     if problems := [problem for sample_problems, _ in found for problem in sample_problems]:
         raise _Verdict("failed", problems)
     refused = [refusal for _, refusals in found for refusal in refusals]
@@ -680,20 +667,22 @@ def _check_edges(run: _Run) -> str:
 def _check_vmap(run: _Run) -> str:
     if not (samples := [s for s in run.usable() if s.arrays]):
         raise _Verdict("skipped", "fn takes no argument to batch")
+    vectorized = tf.function(autograph=False)(lambda *batch: tf.vectorized_map(
+        lambda example: run.fn(*example), batch, fallback_to_while_loop=False))
     problems = []
     for sample in samples:
         # A batch of three: the sample, and its values rotated by one and by two.
         examples = [[np.roll(a.reshape(-1), k).reshape(a.shape) for a in sample.arrays]
                     for k in range(3)]
         try:
-            vectorized = run.vectorized(*sample.tensors([np.stack(c) for c in zip(*examples)]))
+            batch = vectorized(*sample.tensors([np.stack(c) for c in zip(*examples)]))
         except Exception as error:
             advice = ". Register a pfor converter (tensorflow.python.ops.parallel_for.pfor." \
                      "RegisterPFor)" if "No pfor vectorization" in str(error) else ""
             raise _Verdict("failed", f"{sample}: tf.vectorized_map fails without its while_loop "
                            f"fallback: {_told(error)}{advice}") from error
         for k, example in enumerate(examples):
-            one = _flat(tf.nest.map_structure(lambda t, k=k: _row(t, k), vectorized))
+            one = _flat(tf.nest.map_structure(lambda t, k=k: _row(t, k), batch))
             loop = run.guarded(sample, run.call, sample.tensors(example))
             problems += run.compare(sample, loop, one, f"example {k}")
     if problems:
@@ -814,36 +803,35 @@ def _screen(run: _Run) -> _Screen:
             index, mode = done[-1].split(" ", 1)
             screen.crashes[int(index[:4])] = f"{ended} {mode}{said}"
             for name in {line.split()[0] for line in done}:
-                shutil.rmtree(Path(directory, "inputs", name))
+                Path(directory, "inputs", name).unlink()
             Path(directory, "progress").write_text("")
         if samples and not screen.error:
             screen.unregistered = sorted(Path(directory, "unregistered").read_text().split())
-        for folder in Path(directory, "outputs").glob("*/*"):  # outputs/WAY/SAMPLE[.error]
-            key = int(folder.name[:4]), folder.parent.name
+        for path in Path(directory, "outputs").glob("*/*"):  # outputs/WAY/SAMPLE[.error]
+            key = int(path.name[:4]), path.parent.name
             if key[0] in screen.crashes:
                 continue  # what a crash or the time limit cut short
-            if folder.is_dir():
-                screen.outputs[key] = [tf.constant(tf.make_ndarray(p), p.dtype) for p in (
-                    TensorProto.FromString(f.read_bytes()) for f in sorted(folder.iterdir()))]
+            if path.suffix == ".error":
+                screen.outputs[key] = path.read_text()
             else:
-                screen.outputs[key] = folder.read_text()
+                protos = AttrValue.ListValue.FromString(path.read_bytes()).tensor
+                screen.outputs[key] = [tf.constant(tf.make_ndarray(p), p.dtype) for p in protos]
     return screen
 
 
 def _save(run: _Run, samples: list[_Sample], directory: str) -> None:
-    """fn's SavedModel, traced for each sample, and each sample's inputs, in a folder whose
-    name ends with -jit where XLA has their types."""
+    """fn's SavedModel, traced for each sample, and each sample's inputs, in a file whose name
+    ends with -jit where XLA has their types."""
     module = tf.Module()
     module.call = tf.function(run.fn, autograph=False)
     module.held = _held(run.fn, set())  # what the model must save too: a tokenizer's tables
+    Path(directory, "inputs").mkdir()
     for sample in samples:
         module.call.get_concrete_function(*sample.tensors())
         jit = not {d.name for d in sample.dtypes} - run.xla_types("CPU:0")
-        folder = Path(directory, "inputs", f"{sample.index:04d}{'-jit' * jit}")
-        folder.mkdir(parents=True)
-        for i, (array, dtype) in enumerate(zip(sample.arrays, sample.dtypes)):
-            (folder / f"{i:04d}").write_bytes(
-                tf.make_tensor_proto(array, dtype).SerializeToString())
+        protos = map(tf.make_tensor_proto, sample.arrays, sample.dtypes)
+        Path(directory, "inputs", f"{sample.index:04d}{'-jit' * jit}").write_bytes(
+            AttrValue.ListValue(tensor=protos).SerializeToString())
     tf.saved_model.save(module, str(Path(directory, "model")))
     Path(directory, "progress").write_text("")
 
@@ -868,11 +856,12 @@ def _held(thing: Any, seen: set[int]) -> list[Any]:
 # loads LIBRARY (path:FILE, module:NAME, or nothing) and the model, and calls it on each sample,
 # in tf.function and (for a folder named -jit) with jit_compile, writing what each gives. Before
 # each call, it notes the sample and the way in DIRECTORY/progress, which a crash leaves as it
-# was. Tensors go as TensorProtos, which need no kernel (SerializeTensor has none for qint8).
+# was. Tensors go as lists of TensorProtos, which need no kernel (SerializeTensor has none for
+# qint8).
 _FRESH_PROCESS = """
 import importlib, pathlib, sys
 import tensorflow as tf
-from tensorflow.core.framework.tensor_pb2 import TensorProto
+from tensorflow.core.framework.attr_value_pb2 import AttrValue
 from tensorflow.core.protobuf.saved_model_pb2 import SavedModel
 from tensorflow.python.framework import op_def_registry
 directory, library = pathlib.Path(sys.argv[1]), sys.argv[2]
@@ -891,7 +880,7 @@ elif kind == "module":
 model = tf.saved_model.load(str(directory / "model"))
 jitted = tf.function(lambda *inputs: model.call(*inputs), autograph=False, jit_compile=True)
 for sample in sorted((directory / "inputs").iterdir()):
-    protos = [TensorProto.FromString(path.read_bytes()) for path in sorted(sample.iterdir())]
+    protos = AttrValue.ListValue.FromString(sample.read_bytes()).tensor
     jit = [("with jit_compile", jitted)] if sample.name.endswith("-jit") else []
     for mode, call in [("in tf.function", model.call), *jit]:
         inputs = [tf.constant(tf.make_ndarray(proto), proto.dtype) for proto in protos]  # fresh
@@ -903,11 +892,10 @@ for sample in sorted((directory / "inputs").iterdir()):
         except Exception as error:
             (folder / f"{sample.name}.error").write_text(f"{type(error).__name__}\\n{error}")
             continue
-        for i, output in enumerate(outputs):
-            if output.dtype in (tf.variant, tf.resource):  # values that only have a shape
-                output = tf.zeros(output.shape, tf.bool)
-            (path := folder / sample.name / f"{i:04d}").parent.mkdir(exist_ok=True)
-            path.write_bytes(tf.make_tensor_proto(output.numpy(), output.dtype).SerializeToString())
+        readable = [tf.zeros(t.shape, tf.bool) if t.dtype in (tf.variant, tf.resource) else t
+                    for t in outputs]  # values that only have a shape
+        protos = [tf.make_tensor_proto(t.numpy(), t.dtype) for t in readable]
+        (folder / sample.name).write_bytes(AttrValue.ListValue(tensor=protos).SerializeToString())
 """
 
 
