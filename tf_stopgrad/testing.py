@@ -793,9 +793,9 @@ def _screen(run: _Run) -> _Screen:
             if samples:
                 _save(run, samples, directory)
         except Exception as error:
-            screen.error, samples = f"fn's SavedModel cannot be written: {_told(error)}", []
+            return _Screen(f"fn's SavedModel cannot be written: {_told(error)}")
         while samples:
-            ended, said = _fresh_process(directory, run.library or "")
+            ended, said = _fresh_process(directory, run.library or "", run.op_types)
             done = Path(directory, "progress").read_text().splitlines()
             if not ended or not done:  # it ended well, raised, or crashed before a sample
                 screen.error = f"it ended {ended} before it ran a sample" if ended else said
@@ -852,25 +852,20 @@ def _held(thing: Any, seen: set[int]) -> list[Any]:
     return [held for part in parts if part is not None for held in _held(part, seen)]
 
 
-# Writes which op types of the SavedModel in DIRECTORY TensorFlow alone does not register, then
-# loads LIBRARY (path:FILE, module:NAME, or nothing) and the model, and calls it on each sample,
-# in tf.function and (for a folder named -jit) with jit_compile, writing what each gives. Before
-# each call, it notes the sample and the way in DIRECTORY/progress, which a crash leaves as it
-# was. Tensors go as lists of TensorProtos, which need no kernel (SerializeTensor has none for
-# qint8).
+# Notes which of OP_TYPES TensorFlow alone does not register; loads LIBRARY (path:FILE,
+# module:NAME, or nothing) and the SavedModel in DIRECTORY; calls it on each sample, in
+# tf.function and (for a file named -jit) with jit_compile, writing what each gives, after noting
+# the sample and the way in DIRECTORY/progress, which a crash leaves as it was. Tensors go as
+# lists of TensorProtos, which need no kernel (SerializeTensor has none for qint8).
 _FRESH_PROCESS = """
 import importlib, pathlib, sys
 import tensorflow as tf
 from tensorflow.core.framework.attr_value_pb2 import AttrValue
-from tensorflow.core.protobuf.saved_model_pb2 import SavedModel
 from tensorflow.python.framework import op_def_registry
-directory, library = pathlib.Path(sys.argv[1]), sys.argv[2]
+directory, library, op_types = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
 sys.excepthook = lambda kind, error, _: (directory / "error").write_text(
     f"{kind.__name__}\\n{error}")
-saved = SavedModel.FromString((directory / "model" / "saved_model.pb").read_bytes())
-graph = saved.meta_graphs[0].graph_def
-types = {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
-unregistered = [t for t in types if op_def_registry.get(t) is None]
+unregistered = [op_type for op_type in op_types if op_def_registry.get(op_type) is None]
 (directory / "unregistered").write_text(" ".join(unregistered))
 kind, _, name = library.partition(":")
 if kind == "path":
@@ -899,11 +894,11 @@ for sample in sorted((directory / "inputs").iterdir()):
 """
 
 
-def _fresh_process(directory: str, library: str) -> tuple[str, str]:
+def _fresh_process(directory: str, library: str, op_types: list[str]) -> tuple[str, str]:
     """Runs _FRESH_PROCESS: ('', '') if it ends well, ('', its error in one line) if it raises,
     or how it ended otherwise (with a signal, or none in time) and what a CHECK said."""
     try:
-        ran = subprocess.run([sys.executable, "-c", _FRESH_PROCESS, directory, library],
+        ran = subprocess.run([sys.executable, "-c", _FRESH_PROCESS, directory, library, *op_types],
                              cwd=directory, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
                              capture_output=True, text=True, timeout=FRESH_PROCESS_TIMEOUT_S)
     except subprocess.TimeoutExpired:
