@@ -539,13 +539,11 @@ def _check_crash(run: _Run) -> str:
 
 
 def _check_gradient(run: _Run) -> str:
-    samples = [s for s in run.usable() if any(map(_differentiable, s.dtypes))]
-    if not samples:
+    if not (samples := [s for s in run.usable() if any(map(_differentiable, s.dtypes))]):
         raise _Verdict("skipped", "no sample has a floating input")
     # No gradient flows through an op without a floating output: the tape gives None.
-    samples = [s for s in samples if any(_differentiable(t.dtype)
-                                         for t in run.trace(s)[1])]  # type: ignore[index]
-    if not samples:
+    if not (samples := [s for s in samples if any(
+            _differentiable(t.dtype) for t in run.trace(s)[1])]):  # type: ignore[index]
         raise _Verdict("skipped", "no output is floating: a gradient through fn is None, as "
                        "through tf.math.is_nan")
     if run.ungradable:
@@ -592,8 +590,8 @@ def _check_modes(run: _Run) -> str:
         # kernel for a dtype, TensorFlow runs the op on the CPU, as these calls do.
         expected = run.eager(sample)
         ways = {how: way for how, way in run.ways.items() if how != "eagerly" or device != "CPU:0"}
-        if untyped := {t.dtype.name for t in [*sample.tensors(), *expected]} - run.xla_types(
-                device):
+        untyped = {t.dtype.name for t in [*sample.tensors(), *expected]} - run.xla_types(device)
+        if untyped:
             notes.append(f"XLA has no type for {', '.join(sorted(untyped))}: jit_compile not tried")
             del ways["with jit_compile"]
         jitted.append("with jit_compile" in ways)
