@@ -366,10 +366,11 @@ class _Run:
         """The samples fn builds and runs its ops on without a crash; if none, a skip."""
         usable = [s for s in self.samples
                   if not self.reported_by(s) and s.index not in self.crashes]
-        if skip and not usable:
-            reporters = {self.reported_by(s) or "crash" for s in self.samples}
-            raise _Verdict("skipped", "fn builds and runs its ops on no sample (see "
-                           f"{', '.join(name for name in CHECKS if name in reporters)})")
+        if skip and not usable:  # opcheck adds the crashed samples' names
+            reporters = [name for name in CHECKS if any(self.reported_by(s) == name
+                                                        for s in self.samples)]
+            raise _Verdict("skipped", "fn builds and runs its ops on no sample" + (
+                f" (see {', '.join(reporters)})" if reporters else ""))
         return usable
 
     @functools.cached_property
