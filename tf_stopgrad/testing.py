@@ -136,10 +136,9 @@ def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *,
                 verdict = error if isinstance(error, _Verdict) else _Verdict(
                     "failed", f"the check crashed: {_told(error)}")
                 result, said = CheckResult(*verdict.args), verdict.problems
-            crashed = [str(s) for s in run.samples if s.index in run.crashes]
-            if crashed and name not in ("registered", "crash", "edges"):
-                result = CheckResult(result.status, f"{result.reason} (see crash: "
-                                     f"{_listed(crashed, 2)} left out)")
+            # The checks that run the samples given (all but these) leave crashed ones out.
+            if name not in ("registered", "crash", "edges") and run.left_out not in result.reason:
+                result = CheckResult(result.status, result.reason + run.left_out)
             results[name] = _as_expected(result, said, expect[name]) if name in expect else result
     finally:
         tf.get_logger().removeFilter(_not_retracing)
@@ -366,12 +365,18 @@ class _Run:
         """The samples fn builds and runs its ops on without a crash; if none, a skip."""
         usable = [s for s in self.samples
                   if not self.reported_by(s) and s.index not in self.crashes]
-        if skip and not usable:  # opcheck adds the crashed samples' names
-            reporters = [name for name in CHECKS if any(self.reported_by(s) == name
-                                                        for s in self.samples)]
-            raise _Verdict("skipped", "fn builds and runs its ops on no sample" + (
-                f" (see {', '.join(reporters)})" if reporters else ""))
+        if skip and not usable:
+            reported = {self.reported_by(s) for s in self.samples}
+            see = ", ".join(name for name in CHECKS if name in reported)
+            raise _Verdict("skipped", "fn builds and runs its ops on no sample"
+                           + (f" (see {see})" if see else "") + self.left_out)
         return usable
+
+    @functools.cached_property
+    def left_out(self) -> str:
+        """What the checks say of the samples that crashed, which they leave out ('' if none)."""
+        crashed = [str(s) for s in self.samples if s.index in self.crashes]
+        return f" (see crash: {_listed(crashed, 2)} left out)" if crashed else ""
 
     @functools.cached_property
     def edges(self) -> list[_Sample]:
