@@ -292,8 +292,9 @@ def test_the_plugins_ops_get_the_builtins_verdicts(op_name):
 @pytest.mark.parametrize(
     ("fn", "samples"),
     [(tf.identity, NUMBER_SAMPLES), (tf.stop_gradient, NUMBER_SAMPLES),
-     (tf.nn.relu, FLOAT_SAMPLES), (tf.math.add, [(*s, *s) for s in NUMBER_SAMPLES])],
-    ids=["identity", "stop_gradient", "relu", "add"],
+     (tf.nn.relu, FLOAT_SAMPLES), (tf.math.add, [(*s, *s) for s in NUMBER_SAMPLES]),
+     (tf.math.negative, FLOAT_SAMPLES)],  # its outputs fed back as inputs would not agree
+    ids=["identity", "stop_gradient", "relu", "add", "negative"],
 )  # fmt: skip
 def test_tensorflows_own_ops_fail_no_check(fn, samples):
     results = assert_opcheck(fn, samples)

@@ -190,7 +190,7 @@ def _checked_library(library: str | os.PathLike | None) -> str | None:
         return None
     if Path(library).is_file():
         return f"path:{Path(library).resolve()}"
-    with contextlib.suppress(ImportError, ValueError):  # find_spec's for a name it cannot take
+    with contextlib.suppress(ImportError, ValueError):  # find_spec on a name no module can have
         if isinstance(library, str) and importlib.util.find_spec(library) is not None:
             return f"module:{library}"
     raise ValueError(f"opcheck: library {str(library)!r} is neither an op library file nor a "
@@ -893,8 +893,9 @@ for sample in sorted((directory / "inputs").iterdir()):
             continue
         readable = [tf.zeros(t.shape, tf.bool) if t.dtype in (tf.variant, tf.resource) else t
                     for t in outputs]  # values that only have a shape
-        protos = [tf.make_tensor_proto(t.numpy(), t.dtype) for t in readable]
-        (folder / sample.name).write_bytes(AttrValue.ListValue(tensor=protos).SerializeToString())
+        written = AttrValue.ListValue(tensor=[tf.make_tensor_proto(t.numpy(), t.dtype)
+                                              for t in readable])
+        (folder / sample.name).write_bytes(written.SerializeToString())
 """
 
 
