@@ -28,6 +28,7 @@ def whitespace_tokenize(strings):
 def find_source_offsets(strings, offsets):
     return text.find_source_offsets(text.normalize_utf8_with_offsets_map(strings)[1], offsets)
 
+
 WORDS = np.array([[b"the", b"quick", b"fox"], [b"a", b"lazy", b"dog"]], object)
 SENTENCES = np.array([b"caf\xc3\xa9 au lait", b"na\xc3\xafve"], object)  # café au lait, naïve
 ORDINARY_SAMPLES = {  # non-empty, of rank 1 or more, with strings that hold tokens
