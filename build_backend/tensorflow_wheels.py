@@ -16,10 +16,16 @@ distribution that holds TensorFlow there (2.15 on aarch64: ``tensorflow-cpu-aws`
 download follows that requirement.
 
 Delete a release's directory to fetch it again (say, for a new patch release).
+
+Each downloaded wheel must have the SHA-256 that ``tensorflow_wheels.sha256`` (``sha256sum``'s
+format) records for its name, so that a file uploaded again under that name cannot change a
+build unseen. A wheel the table does not name is refused in a dated build (SOURCE_DATE_EPOCH,
+which promises the same bytes), and only noted in another.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -45,6 +51,7 @@ _COMPLETE = ".complete"
 _NEWEST_GLIBC_MINOR = 40
 # Each a wheel of over half a gigabyte in the temporary directory while it is unpacked.
 _FETCHES_AT_ONCE = 4
+_WHEEL_SHA256 = Path(__file__).with_name("tensorflow_wheels.sha256")
 
 
 def host_architecture() -> str:
@@ -190,7 +197,29 @@ def _download(requirement: str, architecture: str, into: Path) -> Path:
             "The wheel build needs the package index (or pip's cache) to fetch each "
             "TensorFlow release it builds for."
         )
-    return wheels[0]
+    return _verified(wheels[0])
+
+
+def _verified(wheel: Path) -> Path:
+    """``wheel``, once its SHA-256 is the one _WHEEL_SHA256 records for its name."""
+    recorded = dict(line.split()[::-1] for line in _WHEEL_SHA256.read_text().splitlines())
+    digest = hashlib.sha256()
+    with open(wheel, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    table = f"build_backend/{_WHEEL_SHA256.name}"
+    if wheel.name not in recorded:
+        unrecorded = f"tf_stopgrad: {wheel.name} is not in {table}"
+        if os.environ.get("SOURCE_DATE_EPOCH"):
+            raise SystemExit(f"{unrecorded}, which a dated build (SOURCE_DATE_EPOCH) requires: "
+                             f"add its line, '{digest.hexdigest()}  {wheel.name}', once PyPI's "
+                             "page of the release shows that SHA-256")  # fmt: skip
+        print(f"{unrecorded}: its bytes are not checked", file=sys.stderr)
+    elif recorded[wheel.name] != digest.hexdigest():
+        raise SystemExit(f"tf_stopgrad: {wheel.name} has the SHA-256 {digest.hexdigest()}, not "
+                         f"{recorded[wheel.name]} as {table} records: the index serves other "
+                         "bytes under that name; build against it only once you know why")  # fmt: skip
+    return wheel
 
 
 def _unpack(wheel: Path, destination: Path) -> Path:

@@ -612,3 +612,53 @@ def test_a_shell_wheel_leads_to_the_distribution_that_holds_tensorflow(tmp_path)
     assert tensorflow_wheels._holding_distribution(shell, "aarch64") == "tensorflow-cpu-aws==2.15.1"
     with pytest.raises(SystemExit, match="names no distribution that does on Linux x86_64"):
         tensorflow_wheels._holding_distribution(shell, "x86_64")
+
+
+def fake_pip_download(tmp_path: Path, name: str, content: bytes) -> list[str]:
+    """A pip whose download writes ``content`` as the wheel ``name`` into its --dest."""
+    script = tmp_path / "pip_download.py"
+    script.write_text("import pathlib, sys\n"
+                      "dest = pathlib.Path(sys.argv[sys.argv.index('--dest') + 1])\n"
+                      f"(dest / {name!r}).write_bytes({content!r})\n")  # fmt: skip
+    return [sys.executable, str(script)]
+
+
+RECORDED = REPO_ROOT / "build_backend" / "tensorflow_wheels.sha256"
+
+
+def test_the_wheels_lane_s_tensorflow_wheels_each_have_a_recorded_sha256():
+    """The wheels lane (bookworm's Python 3.11) downloads, for each supported minor, its newest
+    patch release's wheel for both architectures (2.15's aarch64 one a shell that leads to
+    tensorflow-cpu-aws): each is in the table, with a SHA-256."""
+    recorded = dict(line.split()[::-1] for line in RECORDED.read_text().splitlines())
+    assert all(re.fullmatch(r"[0-9a-f]{64}", digest) for digest in recorded.values())
+    for major, minor in supported_tensorflow.minors():
+        for architecture in ("x86_64", "aarch64"):
+            wheel = rf"tensorflow-{major}\.{minor}\.\d+-cp311-cp311-manylinux\S*_{architecture}\.whl"
+            assert [name for name in recorded if re.fullmatch(wheel, name)], (minor, architecture)
+    assert any(name.startswith("tensorflow_cpu_aws-2.15.") for name in recorded)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dated", [False, True])
+def test_a_downloaded_tensorflow_wheel_must_have_its_recorded_sha256(tmp_path, monkeypatch, dated):
+    name, digest = RECORDED.read_text().splitlines()[0].split()[::-1]
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000") if dated else monkeypatch.delenv(
+        "SOURCE_DATE_EPOCH", raising=False)  # fmt: skip
+    (tmp_path / "dest").mkdir()
+    monkeypatch.setattr(tensorflow_wheels, "_PIP", fake_pip_download(tmp_path, name, b"re-upload"))
+    with pytest.raises(SystemExit, match=rf"{re.escape(name)} has the SHA-256 [0-9a-f]{{64}}, not "
+                       rf"{digest} as build_backend/tensorflow_wheels\.sha256 records"):  # fmt: skip
+        tensorflow_wheels._download("tensorflow==2.15.*", "x86_64", tmp_path / "dest")
+
+    # A wheel the table does not name: refused in a dated build, which promises the same bytes.
+    unrecorded = "tensorflow-2.99.0-cp311-cp311-manylinux_2_27_x86_64.whl"
+    (tmp_path / "other").mkdir()
+    monkeypatch.setattr(tensorflow_wheels, "_PIP", fake_pip_download(tmp_path, unrecorded, b"new"))
+    if dated:
+        with pytest.raises(SystemExit, match=f"{unrecorded} is not in build_backend/tensorflow_"
+                           r"wheels\.sha256, which a dated build \(SOURCE_DATE_EPOCH\) requires"):
+            tensorflow_wheels._download("tensorflow", "x86_64", tmp_path / "other")
+    else:
+        downloaded = tensorflow_wheels._download("tensorflow", "x86_64", tmp_path / "other")
+        assert downloaded == tmp_path / "other" / unrecorded
