@@ -3,18 +3,23 @@ release lane rehearses on the tag the version makes; run in the repository's roo
 
     check TAG NOTES          TAG, pyproject.toml, java/pom.xml (with the metadata Central
         requires) and CHANGELOG.md's dated section for the version, written to NOTES, agree
+    tag VERSION [--ci-passed]   check's checks for vVERSION on HEAD, which must be on origin's
+        main, with CI passed (gh says; or, where it cannot, the flag); then vVERSION tags HEAD,
+        pushed to origin
     dev VERSION              release.yml's dry run: VERSION (X.Y.Z.devN of their X.Y.Z) written
         into those three files, the CHANGELOG section dated by the commit
     maven WHEELS [ARG...]    the jars of WHEELS' op libraries, signed and uploaded by the pom's
         release profile, to wait at Central, validated, until published
-    central-published VERSION | central-validated MAVEN_LOG | central-publish|central-drop ID
-        Central's Publisher API (token in MAVEN_CENTRAL_USERNAME, _PASSWORD): has it published
-        VERSION; the deployment MAVEN_LOG names is VALIDATED (its id printed); publish it, drop it
+    central-published VERSION | central-holds VERSION ID | central-validated MAVEN_LOG |
+    central-publish|central-drop ID   Central's Publisher API (token in MAVEN_CENTRAL_USERNAME,
+        _PASSWORD): has it published VERSION; has it, or is ID VALIDATED (PyPI's gate); the
+        deployment MAVEN_LOG names (its id printed at once) is VALIDATED; publish ID, drop it
     serves pypi|central DIR VERSION   the registry serves VERSION's files as DIR has them (on
         Central, the jars and pom, whose signatures it then writes to DIR), by their digests, and
         no other
 CENTRAL_API, CENTRAL_REPOSITORY and PYPI, when set, are stand-ins for the registries;
-RELEASE_WAIT_SECONDS, how long a registry may take (45 minutes).
+RELEASE_WAIT_SECONDS, how long a registry may take (45 minutes), its 5xx, refused connections
+and timeouts tried again until then.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -80,11 +86,43 @@ def release_notes(tag: str) -> str:
     return section.group(2).strip() + "\n"
 
 
+def git(*arguments: str) -> str:
+    ran = subprocess.run(["git", *arguments], capture_output=True, text=True)
+    if ran.returncode:
+        raise SystemExit(f"release: git {' '.join(arguments)}: {ran.stderr.strip()}")
+    return ran.stdout.strip()
+
+
+def tag_release(version: str, ci_passed: bool) -> None:
+    release_notes(tag := f"v{version}")
+
+    if git("status", "--porcelain", "--untracked-files=no"):
+        raise SystemExit("release: the checkout differs from HEAD, the commit the tag takes: "
+                         "commit or stash the changes")  # fmt: skip
+    commit, _ = git("rev-parse", "HEAD"), git("fetch", "--quiet", "origin", "main")
+    if git("merge-base", "HEAD", "FETCH_HEAD") != commit:
+        raise SystemExit(f"release: HEAD ({commit}) is not on origin's main: only main's commits "
+                         "are released: check out main, pull, and tag there")  # fmt: skip
+    runs = ["gh", "run", "list", "--commit", commit, "--workflow", "ci.yml", "--json", "conclusion"]
+    asked = subprocess.run(runs, capture_output=True, text=True) if shutil.which("gh") else None
+    if asked is None or asked.returncode:
+        if not ci_passed:
+            raise SystemExit(f"release: cannot tell whether CI passed on {commit} (gh: "
+                             f"{asked.stderr.strip() if asked else 'not installed'}): see its "
+                             "runs in the Actions tab, then again with --ci-passed")  # fmt: skip
+    elif "success" not in (found := [run["conclusion"] for run in json.loads(asked.stdout)]):
+        raise SystemExit(f"release: CI has not passed on {commit} (its runs: {found or 'none'}): "
+                         "tag once it has")  # fmt: skip
+    git("tag", tag, commit)
+    git("push", "--quiet", "origin", f"refs/tags/{tag}")
+    print(f"release: {tag} tags {commit}, pushed: release.yml takes it from here")
+
+
 def dev_version(dev: str) -> None:
     version = tomllib.loads(Path("pyproject.toml").read_text())["project"]["version"]
     if not re.fullmatch(rf"{re.escape(version)}\.dev\d+", dev):
         raise SystemExit(f"release: {dev} is not {version}.devN, a dry run's version of {version}")
-    date = subprocess.check_output(["git", "log", "-1", "--format=%cs"], text=True).strip()
+    date = git("log", "-1", "--format=%cs")
     old = re.escape(version)
     edits = {"pyproject.toml": (rf'^version = "{old}"$', f'version = "{dev}"'),
              "java/pom.xml": (rf"<version>{old}</version>", f"<version>{dev}</version>"),
@@ -94,38 +132,53 @@ def dev_version(dev: str) -> None:
 
 
 def deploy_to_maven_central(wheels: str, *maven_arguments: str) -> int:
-    timestamp = os.environ.get("SOURCE_DATE_EPOCH") or subprocess.check_output(
-        ["git", "log", "-1", "--format=%ct"], text=True
-    )
-    command = ["java/mvnw", "--batch-mode", "--no-transfer-progress", "-f", "java/pom.xml",
-               "-P", "release", "deploy", f"-Dtf_stopgrad.wheels={Path(wheels).resolve()}",
-               f"-Dproject.build.outputTimestamp={timestamp.strip()}",
+    timestamp = os.environ.get("SOURCE_DATE_EPOCH") or git("log", "-1", "--format=%ct")
+    command = ["java/mvnw", "--batch-mode", "--no-transfer-progress", "--strict-checksums", "-f",
+               "java/pom.xml", "-P", "release", "deploy", "-Dproject.build.outputTimestamp="
+               f"{timestamp.strip()}", f"-Dtf_stopgrad.wheels={Path(wheels).resolve()}",
                *maven_arguments]  # fmt: skip
     return subprocess.run(command).returncode
 
 
 def fetch(url: str, data: bytes | None = None, headers: dict | None = None,
-          method: str | None = None) -> bytes | None:  # fmt: skip
-    """The answer's body to a GET (a POST with data), or None for a 404; other errors fail."""
+          method: str | None = None, deadline: float | None = None) -> bytes | None:  # fmt: skip
+    """The answer's body to a GET (a POST with data), or None for a 404; a 5xx, a failed connection
+    or a timeout is tried again until the deadline (WAIT_SECONDS from now), other errors fail."""
     request = urllib.request.Request(url, data, headers or {}, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            return answer.read()
-    except urllib.error.HTTPError as error:
-        if error.code == 404:
-            return None
-        raise SystemExit(f"release: {url} answered {error.code} {error.reason}: "
-                         f"{error.read().decode(errors='replace')[:2000]}") from None  # fmt: skip
+    deadline = deadline or time.monotonic() + WAIT_SECONDS
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                return answer.read()
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return None
+            failure = f"answered {error.code} {error.reason}: " + error.read().decode(
+                errors="replace")[:2000]  # fmt: skip
+            if error.code < 500 or time.monotonic() > deadline:
+                raise SystemExit(f"release: {url} {failure}") from None
+        except OSError as error:  # URLError, a timeout, a connection reset
+            failure = f"failed: {getattr(error, 'reason', error)}"
+            if time.monotonic() > deadline:
+                raise SystemExit(f"release: {url} {failure}") from error
+        print(f"release: {url} {failure}: trying again", file=sys.stderr)
+        time.sleep(POLL_SECONDS)
 
 
-def central(path: str, data: bytes | None = b"", method: str | None = None) -> dict:
+def central(path: str, data: bytes | None = b"", method: str | None = None,
+            deadline: float | None = None) -> dict:  # fmt: skip
     """Central's Publisher API's answer to a POST (a GET if data is None; or method)."""
     token = f"{os.environ['MAVEN_CENTRAL_USERNAME']}:{os.environ['MAVEN_CENTRAL_PASSWORD']}"
     authorization = {"Authorization": f"Bearer {base64.b64encode(token.encode()).decode()}"}
-    answer = fetch(f"{CENTRAL_API}/{path}", data, authorization, method)
+    answer = fetch(f"{CENTRAL_API}/{path}", data, authorization, method, deadline)
     if answer is None:
-        raise SystemExit(f"release: Central's Publisher API has no {path}")
+        raise SystemExit(f"release: Central's Publisher API has no {path}: dropped, or never made")
     return json.loads(answer or "{}")
+
+
+def central_published(version: str, group: str, artifact: str) -> bool:
+    query = f"published?namespace={group}&name={artifact}&version={version}"
+    return central(query, None)["published"]
 
 
 def await_deployment(deployment: str, wanted: str) -> str:
@@ -134,7 +187,8 @@ def await_deployment(deployment: str, wanted: str) -> str:
     if not re.fullmatch(r"[0-9a-f-]+", deployment):
         raise SystemExit(f"release: '{deployment}' is no deployment id: nothing was uploaded")
     deadline = time.monotonic() + WAIT_SECONDS
-    while (state := (status := central(f"status?id={deployment}"))["deploymentState"]) != wanted:
+    while (state := (status := central(f"status?id={deployment}", deadline=deadline))[
+            "deploymentState"]) != wanted:  # fmt: skip
         if state not in ON_THE_WAY[wanted]:
             raise SystemExit(f"release: Central's deployment {deployment} is {state}, not "
                              f"{wanted}, and never will be: {status.get('errors')}")  # fmt: skip
@@ -158,10 +212,11 @@ def serves(registry: str, directory: str, version: str, group: str, artifact: st
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
         if registry == "pypi":
-            answer = json.loads(fetch(f"{PYPI}/pypi/{project}/{version}/json") or '{"urls": []}')
+            answer = json.loads(fetch(f"{PYPI}/pypi/{project}/{version}/json", deadline=deadline)
+                                or '{"urls": []}')  # fmt: skip
             serving = {file["filename"]: file["digests"]["sha256"] for file in answer["urls"]}
         else:
-            sums = {name: fetch(f"{repository}/{name}.sha1") for name in built}
+            sums = {name: fetch(f"{repository}/{name}.sha1", deadline=deadline) for name in built}
             serving = {name: answer.decode().split()[0] for name, answer in sums.items() if answer}
         if other := sorted(name for name, digest in serving.items() if built.get(name) != digest):
             raise SystemExit(f"release: {registry} serves other bytes than built: {other}")
@@ -184,16 +239,21 @@ if __name__ == "__main__":
     if command == "check" and len(arguments) == 2:
         Path(arguments[1]).write_text(release_notes(arguments[0]))
         print(f"release: {arguments[0]}: pyproject.toml, java/pom.xml and CHANGELOG.md agree")
+    elif command == "tag" and arguments[:1] and arguments[1:] in ([], ["--ci-passed"]):
+        tag_release(arguments[0], ci_passed=arguments[1:] == ["--ci-passed"])
     elif command == "dev" and len(arguments) == 1:
         dev_version(arguments[0])
     elif command == "maven" and arguments:
         sys.exit(deploy_to_maven_central(*arguments))
     elif command == "central-published" and len(arguments) == 1:
-        query = f"published?namespace={group}&name={artifact}&version={arguments[0]}"
-        print(str(central(query, None)["published"]).lower())
+        print(str(central_published(arguments[0], group, artifact)).lower())
+    elif command == "central-holds" and len(arguments) == 2:  # PyPI's gate, on every attempt
+        if not central_published(arguments[0], group, artifact):  # nor a dropped deployment
+            await_deployment(arguments[1], "VALIDATED")
     elif command == "central-validated" and len(arguments) == 1:
         uploaded = re.findall(r"deploymentId: ([0-9a-f-]+)", Path(arguments[0]).read_text())
-        print(await_deployment(uploaded[-1] if uploaded else "", "VALIDATED"))
+        print(uploaded[-1] if uploaded else "", flush=True)  # for a dry run's drop, whatever comes
+        await_deployment(uploaded[-1] if uploaded else "", "VALIDATED")
     elif command == "central-publish" and len(arguments) == 1:
         if central(f"status?id={arguments[0]}")["deploymentState"] == "VALIDATED":  # not a re-run
             central(f"deployment/{arguments[0]}")

@@ -217,8 +217,9 @@ def _verified(wheel: Path) -> Path:
         print(f"{unrecorded}: its bytes are not checked", file=sys.stderr)
     elif recorded[wheel.name] != digest.hexdigest():
         raise SystemExit(f"tf_stopgrad: {wheel.name} has the SHA-256 {digest.hexdigest()}, not "
-                         f"{recorded[wheel.name]} as {table} records: the index serves other "
-                         "bytes under that name; build against it only once you know why")  # fmt: skip
+                         f"{recorded[wheel.name]} as {table} records: the index serves "
+                         "other bytes under that name; build against it only once you know "
+                         "why")  # fmt: skip
     return wheel
 
 

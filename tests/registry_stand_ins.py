@@ -14,7 +14,7 @@ serves, until it is stopped, at http://127.0.0.1:PORT:
   then VALIDATED, or FAILED with Central's errors (RegistryStandIns.validate). Published, it is
   PUBLISHING, then PUBLISHED, and its files are in the repository (RegistryStandIns.publication
   can end it otherwise). Dropped (DELETE), a VALIDATED or FAILED deployment is gone; another is
-  refused;
+  refused. RegistryStandIns.unavailable makes an endpoint answer 503, as often as it says;
 - /maven2/: that repository;
 - /pypi/PROJECT/VERSION/json: PyPI's JSON API for the files of PYPI_FILES (a directory).
 """
@@ -51,6 +51,8 @@ class RegistryStandIns(ThreadingHTTPServer):
         self.immediate = False  # True: a deployment's state is at once the last it reaches
         # A publication's states: one that ends FAILED, or not at all, publishes nothing.
         self.publication = ("PUBLISHING", "PUBLISHED")
+        # The Publisher API's endpoints (status, published, ...) that answer 503, how many times.
+        self.unavailable: dict[str, float] = {}
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
 
     def __enter__(self) -> RegistryStandIns:
@@ -123,6 +125,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.answer(200, found) if found is not None else self.answer(404)
         if pypi := re.fullmatch(r"/pypi/([^/]+)/([^/]+)/json", url.path):
             return self.pypi(*pypi.groups())
+        if self.overloaded(url.path):
+            return self.answer(503, "Service Unavailable")
         if url.path == "/api/v1/publisher/published" and self.authenticated():
             component = (query.get("namespace"), query.get("name"), query.get("version"))
             return self.answer(200, {"published": component in self.server.published})
@@ -132,6 +136,8 @@ class Handler(BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         query = dict(urllib.parse.parse_qsl(url.query))
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.overloaded(url.path):
+            return self.answer(503, "Service Unavailable")
         if not url.path.startswith("/api/v1/publisher/") or not self.authenticated():
             return
         endpoint = url.path.removeprefix("/api/v1/publisher/")
@@ -166,6 +172,14 @@ class Handler(BaseHTTPRequestHandler):
             return self.answer(400, f"Deployment {drop} is {deployment['states'][0]}")
         del self.server.deployments[drop]
         self.answer(204)
+
+    def overloaded(self, path: str) -> bool:
+        """Whether the endpoint at path answers 503 this time."""
+        endpoint = path.removeprefix("/api/v1/publisher/")
+        if self.server.unavailable.get(endpoint, 0) <= 0:
+            return False
+        self.server.unavailable[endpoint] -= 1
+        return True
 
     def states(self, *states: str) -> list[str]:
         """The states a deployment goes through, one a poll of its status."""

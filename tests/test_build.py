@@ -634,7 +634,8 @@ def test_the_wheels_lane_s_tensorflow_wheels_each_have_a_recorded_sha256():
     assert all(re.fullmatch(r"[0-9a-f]{64}", digest) for digest in recorded.values())
     for major, minor in supported_tensorflow.minors():
         for architecture in ("x86_64", "aarch64"):
-            wheel = rf"tensorflow-{major}\.{minor}\.\d+-cp311-cp311-manylinux\S*_{architecture}\.whl"
+            wheel = rf"tensorflow-{major}\.{minor}\.\d+-cp311-cp311-manylinux\S*_{architecture}"
+            wheel += r"\.whl"
             assert [name for name in recorded if re.fullmatch(wheel, name)], (minor, architecture)
     assert any(name.startswith("tensorflow_cpu_aws-2.15.") for name in recorded)
 
@@ -647,8 +648,8 @@ def test_a_downloaded_tensorflow_wheel_must_have_its_recorded_sha256(tmp_path, m
         "SOURCE_DATE_EPOCH", raising=False)  # fmt: skip
     (tmp_path / "dest").mkdir()
     monkeypatch.setattr(tensorflow_wheels, "_PIP", fake_pip_download(tmp_path, name, b"re-upload"))
-    with pytest.raises(SystemExit, match=rf"{re.escape(name)} has the SHA-256 [0-9a-f]{{64}}, not "
-                       rf"{digest} as build_backend/tensorflow_wheels\.sha256 records"):  # fmt: skip
+    with pytest.raises(SystemExit, match=rf"{re.escape(name)} has the SHA-256 [0-9a-f]{{64}}, "
+                       rf"not {digest} as build_backend/tensorflow_wheels\.sha256 records"):
         tensorflow_wheels._download("tensorflow==2.15.*", "x86_64", tmp_path / "dest")
 
     # A wheel the table does not name: refused in a dated build, which promises the same bytes.

@@ -206,7 +206,9 @@ def test_a_deployment_central_refused_is_neither_validated_nor_published(
     for job in (("central-validated", maven_log(tmp_path, deployment)),
                 ("central-publish", deployment)):  # fmt: skip
         refused = release(registries, *job)
-        assert refused.returncode == 1 and not refused.stdout and not registries.repository
+        assert refused.returncode == 1 and not registries.repository
+        # The id, printed at once (a dry run drops it), is no word that it is validated.
+        assert refused.stdout == (f"{deployment}\n" if job[0] == "central-validated" else "")
         assert f"deployment {deployment} is FAILED, not" in refused.stderr
         assert f"{BASE}.jar.asc: missing, or not a valid signature" in refused.stderr
 
@@ -218,7 +220,7 @@ def test_no_deployment_or_one_central_does_not_know_is_not_validated(registries,
     if not named:
         Path(log).write_text("[INFO] BUILD SUCCESS\n")
     validated = release(registries, "central-validated", log)
-    assert validated.returncode == 1 and not validated.stdout
+    assert validated.returncode == 1 and validated.stdout == f"{named}\n"
     message = f"Publisher API has no status?id={named}" if named else "'' is no deployment id"
     assert message in validated.stderr
 
@@ -409,8 +411,9 @@ def maven(arguments: list[str]) -> None:
 
 GH = """#!/bin/sh
 # gh, as far as release.yml's github job sees it: each call logged to GH_LOG; a release per file
-# in GH_RELEASES; the tags GitHub has, GH_TAGS.
+# in GH_RELEASES; the tags GitHub has, GH_TAGS; GH_FAILS, the commands GitHub answers with a 502.
 echo "gh $*" >>"$GH_LOG"
+case " $GH_FAILS " in *" $1-$2 "*) echo "gh: HTTP 502: Bad Gateway" >&2; exit 1 ;; esac
 release="$GH_RELEASES/$3"
 case "$1 $2" in
   "release view") test -e "$release" ;;
@@ -425,29 +428,44 @@ case "$1 $2" in
 esac
 """
 
+CONFLICT = "(409) Conflict: an artifact with this name already exists on the workflow run"
+
 
 class Runner:
-    """release.yml's jobs against the stand-ins, as GitHub runs them: each run step of a job in
-    its order, as written, under ``shell: bash`` (bash -eo pipefail), in a checkout of the files
-    they read, Maven and gh the stand-ins above, but the steps that ask GitHub about the commit
-    (test_repository runs those). Steps ``if: env.DRY_RUN`` run in a dry run only. A job's
-    outputs stay for the jobs after it, which a re-run of it re-runs, as GitHub's do. The jobs
-    the release's tests run are JOBS: from the upload to Central's publication; a dry run's,
-    DRY_RUN_JOBS, all those after CI."""
+    """release.yml's jobs against the stand-ins, as GitHub runs them: each job on a fresh runner
+    (a workspace of its own), its steps in their order, as written: a ``run:`` under ``shell:
+    bash`` (bash -eo pipefail), Maven and gh the stand-ins above, but the steps that ask GitHub
+    about the commit (test_repository runs those); the checkout of the files they read; the run's
+    artifacts, which upload-artifact refuses to write again without ``overwrite: true``, as a
+    re-run is the same run; twine's upload, file by file, skipping those PyPI has. A step or a
+    job runs as its ``if:`` says (an expression the runner does not know fails the test); a job's
+    result and outputs stay for the jobs after it, which a re-run of it re-runs, as GitHub's do.
+    The jobs a release's tests run are JOBS, from the upload to the GitHub release (CI's dist-ci
+    and jars-ci, and check's notes, are artifacts already); a dry run's, DRY_RUN_JOBS."""
 
-    JOBS = ("central-upload", "pypi", "pypi-served", "central-publish")
-    DRY_RUN_JOBS = ("check", *JOBS, "github")
+    JOBS = ("central-upload", "pypi", "pypi-served", "central-publish", "github")
+    DRY_RUN_JOBS = ("check", *JOBS)
 
     def __init__(self, registries, files: dict[str, bytes], tmp_path: Path, dry_run: str = ""):
         self.registries, self.work, self.outputs = registries, tmp_path / "runner", {}
+        self.results: dict[str, str] = {}  # each job's: success, failure or skipped
         self.version = f"{VERSION}.dev{dry_run}" if dry_run else VERSION
-        self.checkout()
+        self.artifacts, self.cancelled = tmp_path / "artifacts", False
         # The checkout's commit, which dates a dry run's CHANGELOG section.
+        self.work.mkdir()
         git(self.work, "init", "-q")
         git(self.work, "commit", "-q", "--allow-empty", "-m", "released")
-        self.dist, self.pypi_serves, self.uploaded_to_pypi = wheels(self.work, self.version), 1, 0
-        shutil.copytree(self.dist, self.work / "dist-ci")  # central-upload's download of it
-        self.central_published = True  # what github's download of the jars depends on
+        self.dist = wheels(tmp_path, self.version)
+        self.store("dist-ci", self.dist)
+        if not dry_run:  # check's, of a dated section
+            (tmp_path / "notes").mkdir()
+            (tmp_path / "notes" / "notes.md").write_text("The release's notes.\n")
+            self.store("notes", tmp_path / "notes")
+        # PyPI: what it has (twine uploaded); whether it serves that at once; what it refuses.
+        self.pypi_has: set[str] = set()
+        self.pypi_serves, self.pypi_refuses = True, set()
+        self.rejected: set[str] = set()  # the jobs whose environment's approval is rejected
+        self.before: dict = {}  # what happens once, before a job: its name, a function
         (tmp_path / "bin").mkdir()
         (tmp_path / "bin" / "python3").symlink_to(sys.executable)
         (tmp_path / "bin" / "gh").write_text(GH)
@@ -459,10 +477,23 @@ class Runner:
                             "RELEASE_WAIT_SECONDS": "0", "BUNDLE": str(tmp_path / "bundle.zip"),
                             "SOURCE_DATE_EPOCH": "1700000000", "GITHUB_SHA": "0" * 40,
                             "GH_LOG": str(tmp_path / "gh.log"),
-                            "GH_RELEASES": str(tmp_path / "releases"),
+                            "GH_RELEASES": str(tmp_path / "releases"), "GH_FAILS": "",
                             "GH_TAGS": "" if dry_run else f"v{VERSION}"}  # fmt: skip
+        self.job_environment: dict[str, dict[str, str]] = {}  # a job's own, over the above
         self.workflow = (REPO_ROOT / ".github" / "workflows" / "release.yml").read_text()
         self.build(files)
+
+    def store(self, name: str, path: Path, overwrite: bool = True) -> str:
+        """upload-artifact's: the files at path as the run's artifact `name`; an error, or ''."""
+        if (self.artifacts / name).exists() and not overwrite:
+            return CONFLICT
+        shutil.rmtree(self.artifacts / name, ignore_errors=True)
+        if path.is_dir():
+            shutil.copytree(path, self.artifacts / name)
+        else:
+            (self.artifacts / name).mkdir(parents=True)
+            shutil.copy(path, self.artifacts / name)
+        return ""
 
     def checkout(self) -> None:
         """The files the jobs read, as each job's checkout has them: a dry run's version is
@@ -476,68 +507,142 @@ class Runner:
         (self.work / "java" / "mvnw").chmod(0o755)
 
     def pypi_served(self) -> None:
-        shutil.copytree(self.dist, self.registries.pypi_files, dirs_exist_ok=True)
+        """PyPI serves what it has (it was slow to)."""
+        for name in self.pypi_has:
+            shutil.copy(self.dist / name, self.registries.pypi_files / name)
 
     def build(self, files: dict[str, bytes]) -> None:
         """What Maven builds and signs: the bundle; the jars of it, the bytes CI built."""
         Path(self.environment["BUNDLE"]).write_bytes(zipped(files))
-        shutil.rmtree(self.work / "jars-ci", ignore_errors=True)
-        (self.work / "jars-ci").mkdir()
+        jars = self.artifacts.parent / "jars-ci"
+        shutil.rmtree(jars, ignore_errors=True)
+        jars.mkdir()
         for name, content in files.items():
             if name.endswith(".jar"):
-                (self.work / "jars-ci" / name.rsplit("/", 1)[1]).write_bytes(content)
+                (jars / name.rsplit("/", 1)[1]).write_bytes(content)
+        self.store("jars-ci", jars)
 
-    def scripts(self, job: str) -> list[str]:
-        jobs = workflow_jobs("release.yml", self.workflow)
-        steps = re.split(r"^(?=      - )", jobs[job], flags=re.M)
+    def twine(self) -> str:
+        """gh-action-pypi-publish's upload of dist/ (skip-existing): file by file, in name order,
+        each public once PyPI takes it; pypi_refuses: the files PyPI refuses ("*": every file,
+        as when the trusted publisher is wrong)."""
+        for file in sorted((self.work / "dist").iterdir()):
+            if file.name in self.pypi_has:
+                continue
+            if {"*", file.name} & self.pypi_refuses:
+                return f"ERROR HTTPError: 400 Bad Request from PyPI: {file.name}"
+            self.pypi_has.add(file.name)
+            if self.pypi_serves:
+                shutil.copy(file, self.registries.pypi_files / file.name)
+        return ""
+
+    def lines(self, job: str) -> str:
+        return workflow_jobs("release.yml", self.workflow)[job]
+
+    def needs_succeeded(self, job: str) -> bool:
+        """Whether each job that `job` needs succeeded; one the runner does not play (ci,
+        preflight) does once the jobs it needs did."""
+        needs = re.search(r"^    needs: (.*)$", self.lines(job), re.M)
+        return all(self.results[need] == "success" if need in self.results
+                   else self.needs_succeeded(need)
+                   for need in re.findall(r"[\w-]+", needs.group(1) if needs else ""))  # fmt: skip
+
+    def condition(self, expression: str | None, failed: bool = False) -> bool:
+        """A step's ``if:`` (None: it has none), after a step failed or not; or a job's."""
         dry_run = bool(self.environment["DRY_RUN"])
-        return [script for step in steps if dry_run or "if: env.DRY_RUN" not in step
-                for script in run_blocks(step)
-                if "git ls-remote" not in script and "git merge-base" not in script]  # fmt: skip
+        deployment = self.outputs.get("central-upload", {}).get("deployment")
+        return {
+            None: not failed,
+            "env.DRY_RUN": dry_run and not failed,
+            "${{ !env.DRY_RUN }}": not dry_run and not failed,
+            "needs.central-publish.result == 'success'": not failed
+            and self.results.get("central-publish") == "success",
+            "${{ always() && inputs.version && needs.central-upload.outputs.deployment || "
+            "success() }}": bool(dry_run and deployment)
+            or (self.needs_succeeded("central-publish") and not self.cancelled),
+            "${{ !cancelled() && needs.pypi-served.result == 'success' }}": not self.cancelled
+            and self.results.get("pypi-served") == "success",
+        }[expression]  # fmt: skip
 
     def job(self, name: str) -> tuple[int, str]:
-        if name == "pypi":  # twine's upload, which the stand-in's PyPI serves unless it is slow
-            self.uploaded_to_pypi = True
-            if self.pypi_serves:
-                self.pypi_served()
-            return 0, ""
-        if "uses: actions/checkout@" in workflow_jobs("release.yml", self.workflow)[name]:
-            self.checkout()
-        if name == "central-upload":  # on a fresh runner, which makes the jars the artifact
-            shutil.rmtree(self.work / "jars", ignore_errors=True)
-            shutil.rmtree(self.work / "java" / "target", ignore_errors=True)
-        if name == "github":  # its artifacts: dist-ci, the jars, the notes check wrote
-            shutil.rmtree(self.work / "files", ignore_errors=True)
-            shutil.copytree(self.dist, self.work / "files")
-            if self.central_published:
-                shutil.copytree(self.work / "jars", self.work / "files", dirs_exist_ok=True)
-        output = self.work / "output"
+        """The job on a fresh runner: its status and output; its result and outputs kept."""
+        for path in self.work.iterdir():
+            if path.name != ".git":
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        output = self.artifacts.parent / "output"
         output.write_text("")
-        deployment = self.outputs.get("central-upload", {}).get("deployment", "")
-        ran = []
-        for script in self.scripts(name):
-            ran.append(subprocess.run(
-                ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=self.work,
-                capture_output=True, text=True, timeout=120,
-                env={**self.environment, "GITHUB_OUTPUT": str(output), "DEPLOYMENT": deployment,
-                     "CENTRAL": "success" if self.central_published else "failure"}))  # fmt: skip
-            if ran[-1].returncode:
-                break
+        environment = {**self.environment, "GITHUB_OUTPUT": str(output),
+                       "DEPLOYMENT": self.outputs.get("central-upload", {}).get("deployment", ""),
+                       "CENTRAL": self.results.get("central-publish", "skipped"),
+                       "PUBLISHED": self.outputs.get("central-publish", {}).get("published", ""),
+                       **self.job_environment.get(name, {})}  # fmt: skip
+        status, said = 0, ""
+        if name in self.rejected:  # the environment's reviewer: GitHub fails the job unstarted
+            status, said = 1, f"{name}: the deployment to its environment was rejected\n"
+        for step in re.split(r"^(?=      - )", self.lines(name), flags=re.M)[1:]:
+            condition = re.search(r"^(?:      - |        )if: (.*)$", step, re.M)
+            if not self.condition(condition and condition.group(1), failed=bool(status)):
+                continue
+            uses = re.search(r"^(?:      - |        )uses: ([\w-]+/[\w-]+)@", step, re.M)
+            uses = uses and uses.group(1)
+            with_keys = re.findall(r"(?:^ {10}|[{,] )([\w-]+): ([^,}\n#]+)", step, re.M)
+            settings = {key: value.strip() for key, value in with_keys}
+            error = ""
+            if uses == "actions/checkout":
+                self.checkout()
+            elif uses == "actions/upload-artifact":
+                files = self.work / settings["path"].rstrip("/")
+                error = self.store(settings["name"], files, settings.get("overwrite") == "true")
+            elif uses == "actions/download-artifact":
+                pattern = re.search(r'pattern: "\{(.*)\}-ci"', step)  # each into its own directory
+                for artifact in [f"{name}-ci" for name in pattern.group(1).split(",")] if pattern \
+                        else [settings["name"]]:  # fmt: skip
+                    if not (self.artifacts / artifact).exists():
+                        error = f"Unable to download artifact(s): Artifact not found: {artifact}"
+                        break
+                    into = self.work / (artifact if pattern else settings.get("path", "."))
+                    shutil.copytree(self.artifacts / artifact, into, dirs_exist_ok=True)
+            elif uses == "pypa/gh-action-pypi-publish":
+                error = self.twine()
+            status, said = (1, f"{said}{error}\n") if error else (status, said)
+            for script in [] if uses else run_blocks(step):
+                if "git ls-remote" in script or "git merge-base" in script:
+                    continue
+                ran = subprocess.run(
+                    ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+                    cwd=self.work, capture_output=True, text=True, timeout=120, env=environment)
+                status, said = ran.returncode, said + ran.stdout + ran.stderr
         self.outputs[name] = dict(line.split("=", 1) for line in output.read_text().splitlines())
-        return ran[-1].returncode, "".join(done.stdout + done.stderr for done in ran)
+        self.results[name] = "failure" if status else "success"
+        return status, said
 
-    def run(self, first: str | None = None) -> tuple[str | None, str]:
-        """The jobs from `first` on: the one that fails and its output, or None."""
+    def run(self, first: str | None = None, cancelled_after: str | None = None):
+        """The jobs from `first` on, each as its ``if:`` says (without one, once every job it
+        needs succeeded, unless the run was cancelled: after `cancelled_after`, when given): the
+        first that fails and its output, or (None, "")."""
         jobs = self.DRY_RUN_JOBS if self.environment["DRY_RUN"] else self.JOBS
+        failed, self.cancelled = (None, ""), False
         for name in jobs[jobs.index(first or jobs[0]) :]:
+            condition = re.search(r"^    if: (.*)$", self.lines(name), re.M)
+            if not (self.condition(condition.group(1)) if condition else
+                    self.needs_succeeded(name) and not self.cancelled):  # fmt: skip
+                self.results[name] = "skipped"
+                continue
+            if name in self.before:
+                self.before.pop(name)()
             status, output = self.job(name)
-            if status:
-                return name, output
-        return None, ""
+            if status and failed[0] is None:
+                failed = (name, output)
+            self.cancelled = self.cancelled or name == cancelled_after
+        return failed
 
     def public(self) -> set[str]:
-        return {registry for registry, files in (("PyPI", self.uploaded_to_pypi),
-                                                 ("Maven Central", self.registries.published))
+        """What is public: PyPI's files, Maven Central's, a GitHub release (not a draft)."""
+        releases = Path(self.environment["GH_RELEASES"]).iterdir()
+        released = not self.environment["DRY_RUN"] and any(releases)
+        return {registry for registry, files in (("PyPI", self.pypi_has),
+                                                 ("Maven Central", self.registries.published),
+                                                 ("GitHub", released))
                 if files}  # fmt: skip
 
 
@@ -546,14 +651,28 @@ def runner(registries, bundle_files, tmp_path):
     return Runner(registries, bundle_files, tmp_path)
 
 
+EVERYWHERE = {"PyPI", "Maven Central", "GitHub"}
+
+
 @pytest.mark.slow
 def test_the_jobs_publish_the_release_and_a_re_run_of_any_uploads_nothing(runner):
     assert runner.run() == (None, "")
-    assert runner.public() == {"PyPI", "Maven Central"}
+    assert runner.public() == EVERYWHERE
     deployments = len(runner.registries.deployments)
     for job in runner.JOBS:
         assert runner.run(job) == (None, ""), job
     assert len(runner.registries.deployments) == deployments
+
+
+@pytest.mark.slow
+def test_a_re_run_writes_the_run_s_artifacts_again_which_needs_overwrite(runner):
+    """A re-run is the same workflow run: upload-artifact refuses a name the run has already,
+    unless told to overwrite it."""
+    assert runner.run() == (None, "")
+    assert runner.run("central-upload") == (None, "")
+    runner.workflow = runner.workflow.replace(", overwrite: true }", " }")
+    failed, output = runner.run("central-upload")
+    assert failed == "central-upload" and CONFLICT in output, output
 
 
 @pytest.mark.slow
@@ -565,7 +684,7 @@ def test_a_re_run_after_central_published_attaches_centrals_own_signatures(runne
 
     assert runner.run("central-upload") == (None, "")
 
-    attached = sorted((runner.work / "jars").glob("tf-stopgrad-*.asc"))
+    attached = sorted((runner.artifacts / "jars").glob("tf-stopgrad-*.asc"))
     assert len(attached) == 4
     for signature in attached:
         assert signature.read_bytes() == bundle_files[f"{COMPONENT}/{signature.name}"]
@@ -596,7 +715,7 @@ def test_the_upload_fails_unless_central_says_the_deployment_is_validated(
     change(runner, bundle_files)
     failed, output = runner.run()
     assert failed == "central-upload" and says in output, output
-    assert not runner.public() and not runner.outputs["central-upload"]
+    assert not runner.public() and runner.results["pypi"] == "skipped"
 
 
 def slow_repository(runner, files):
@@ -616,40 +735,91 @@ def mend(**settings):
     def mended(runner, files):
         runner.build(files)
         runner.environment.pop("MAVEN_STATUS", None)
+        runner.pypi_refuses.clear()
+        runner.rejected.clear()
+        runner.registries.unavailable.clear()
         vars(runner.registries).update(settings)
 
     return mended
 
 
+def other_jars_than_ci_s(runner, files):
+    """CI's release lane built other jars (jars-ci) than Maven builds in central-upload."""
+    for jar in (runner.artifacts / "jars-ci").iterdir():
+        jar.write_bytes(b"other bytes")
+
+
+def dropped_before_pypi(runner, files):
+    """A maintainer drops the deployment, as CONTRIBUTING says of stale ones, before pypi runs."""
+
+    def drop():
+        deployment = runner.outputs["central-upload"]["deployment"]
+        assert release(runner.registries, "central-drop", deployment).returncode == 0
+
+    runner.before["pypi"] = drop
+
+
+SDIST = f"tf_stopgrad-{VERSION}.tar.gz"
+
 # CONTRIBUTING.md's "When a release job fails", each row its failure: (what breaks, the job that
-# fails, what it says, what is public, what mends it, the job to re-run).
+# fails, what it says, what is public, what mends it, the job to re-run, whether a validated
+# deployment is left waiting, to be dropped).
 RERUNS = {
     "Central refuses the bundle": (UPLOAD_FAILURES["Central refuses the bundle"][0],
                                    "central-upload", "is FAILED, not VALIDATED", set(), mend(),
-                                   "central-upload"),
+                                   "central-upload", False),
     "Maven fails": (UPLOAD_FAILURES["Maven fails"][0], "central-upload", "BUILD FAILURE", set(),
-                    mend(), "central-upload"),
+                    mend(), "central-upload", True),  # here after its upload
+    "Central's API fails after the upload": (
+        lambda runner, files: runner.registries.unavailable.update(status=float("inf")),
+        "central-upload", "answered 503 Service Unavailable", set(), mend(), "central-upload",
+        True),
+    "The jars are not CI's": (other_jars_than_ci_s, "central-upload", f"tf-stopgrad-{VERSION}.jar",
+                              set(), mend(), "central-upload", True),
+    "PyPI refuses the upload": (lambda runner, files: runner.pypi_refuses.add("*"), "pypi",
+                                "400 Bad Request", set(), mend(), "pypi", False),
+    "PyPI refuses a file after others": (
+        lambda runner, files: runner.pypi_refuses.add(SDIST), "pypi",
+        f"400 Bad Request from PyPI: {SDIST}", {"PyPI"}, mend(), "pypi", False),
+    "The deployment was dropped": (dropped_before_pypi, "pypi",
+                                   "Central's Publisher API has no status?id=", set(), mend(),
+                                   "central-upload", False),
+    "PyPI's approval is rejected": (lambda runner, files: runner.rejected.add("pypi"), "pypi",
+                                    "rejected", set(), mend(), "pypi", False),
     "PyPI is slow to serve": (lambda runner, files: setattr(runner, "pypi_serves", False),
                               "pypi-served", "it is slow to serve", {"PyPI"},
-                              lambda runner, files: runner.pypi_served(), "pypi-served"),
+                              lambda runner, files: runner.pypi_served(), "pypi-served", False),
+    "Central's approval is rejected": (
+        lambda runner, files: runner.rejected.add("central-publish"), "central-publish",
+        "rejected", {"PyPI", "GitHub"}, mend(), "central-publish", False),
     "Central fails the publication": (
         lambda runner, files: setattr(runner.registries, "publication", ("PUBLISHING", "FAILED")),
-        "central-publish", "is FAILED, not PUBLISHED, and never will be", {"PyPI"},
-        mend(publication=("PUBLISHING", "PUBLISHED")), "central-upload"),
+        "central-publish", "is FAILED, not PUBLISHED, and never will be", {"PyPI", "GitHub"},
+        mend(publication=("PUBLISHING", "PUBLISHED")), "central-upload", False),
     "Central is slow to publish": (
         lambda runner, files: setattr(runner.registries, "publication", ("PUBLISHING",)),
-        "central-publish", "is still PUBLISHING after 0 minutes: Central is slow", {"PyPI"},
-        publish_at_last, "central-publish"),
+        "central-publish", "is still PUBLISHING after 0 minutes: Central is slow",
+        {"PyPI", "GitHub"}, publish_at_last, "central-publish", False),
     "Maven Central is slow to serve": (
-        slow_repository, "central-publish", "central does not serve tf-stopgrad",
-        {"PyPI", "Maven Central"}, publish_at_last, "central-publish"),
+        slow_repository, "central-publish", "central does not serve tf-stopgrad", EVERYWHERE,
+        publish_at_last, "central-publish", False),
+    "GitHub fails": (lambda runner, files: runner.environment.update(GH_FAILS="release-create"),
+                     "github", "HTTP 502", {"PyPI", "Maven Central"},
+                     lambda runner, files: runner.environment.update(GH_FAILS=""), "github",
+                     False),
 }  # fmt: skip
+
+
+def waiting(registries) -> list[str]:
+    """The deployments Central holds validated, unpublished."""
+    return [id for id, deployment in registries.deployments.items()
+            if deployment["states"] == ["VALIDATED"]]  # fmt: skip
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("failure", sorted(RERUNS))
 def test_each_failed_job_is_mended_by_the_re_run_contributing_names(runner, bundle_files, failure):
-    breaks, job, says, public, mends, rerun = RERUNS[failure]
+    breaks, job, says, public, mends, rerun, waits = RERUNS[failure]
     contributing = (REPO_ROOT / "CONTRIBUTING.md").read_text()
     row = rf"^\| {re.escape(failure)} \(`{job}`\) \| [^|]+ \| `{rerun}`"
     assert re.search(row, contributing, re.M), f"CONTRIBUTING.md has no row {row}"
@@ -661,7 +831,42 @@ def test_each_failed_job_is_mended_by_the_re_run_contributing_names(runner, bund
         assert runner.run(job)[0] == job
     mends(runner, bundle_files)
     assert runner.run(rerun) == (None, "")
-    assert runner.public() == {"PyPI", "Maven Central"}
+    assert runner.public() == EVERYWHERE
+    assert len(waiting(runner.registries)) == waits, "a deployment waits to be dropped"
+
+
+@pytest.mark.slow
+def test_pypi_asks_central_on_every_attempt_and_publishes_nothing_once_the_deployment_is_gone(
+    runner, bundle_files
+):
+    """The gate holds on a re-run: pypi's first step asks Central's API again, whatever
+    central-upload found, and a deployment dropped since then stops it."""
+    runner.pypi_refuses.add("*")
+    assert runner.run()[0] == "pypi" and not runner.public()
+    deployment = runner.outputs["central-upload"]["deployment"]
+    assert release(runner.registries, "central-drop", deployment).returncode == 0
+    runner.pypi_refuses.clear()
+    failed, output = runner.run("pypi")  # GitHub's "Re-run failed jobs"
+    assert failed == "pypi" and f"has no status?id={deployment}" in output, output
+    assert not runner.public()
+    assert runner.run("central-upload") == (None, "") and runner.public() == EVERYWHERE
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("after", Runner.JOBS[:-1])
+def test_a_run_cancelled_between_jobs_is_completed_by_re_running_the_cancelled_ones(
+    runner, after
+):
+    contributing = (REPO_ROOT / "CONTRIBUTING.md").read_text()
+    assert re.search(r"^\| The run is cancelled between jobs \| [^|]+ \| the cancelled jobs",
+                     contributing, re.M)  # fmt: skip
+    assert runner.run(cancelled_after=after) == (None, "")
+    following = Runner.JOBS[Runner.JOBS.index(after) + 1]
+    assert {runner.results[job] for job in Runner.JOBS[Runner.JOBS.index(after) + 1 :]} == {
+        "skipped"}  # fmt: skip
+    assert "GitHub" not in runner.public()
+    assert runner.run(following) == (None, "")  # "Re-run failed jobs" takes the cancelled ones
+    assert runner.public() == EVERYWHERE and not waiting(runner.registries)
 
 
 DEV = f"{VERSION}.dev4242"  # the dry run's version, in the run 4242
@@ -757,12 +962,57 @@ def test_a_slip_in_the_dry_run_s_shell_fails_it(dry_run, slip):
     assert failed == job and says in output, output
 
 
+def leftovers(runner) -> set[str]:
+    """What a dry run leaves behind."""
+    releases = Path(runner.environment["GH_RELEASES"]).iterdir()
+    return {what for what, left in (("TestPyPI's files", runner.pypi_has),
+                                    ("a validated deployment", waiting(runner.registries)),
+                                    ("a draft release", any(releases))) if left}  # fmt: skip
+
+
+# CONTRIBUTING.md's "The dry run": the job it fails in (how), and what it leaves behind.
+DRY_RUN_FAILURES = {
+    "check": (lambda runner, files: runner.job_environment.update(check={"TAG": "v9.9.9"}), set()),
+    "central-upload": (other_jars_than_ci_s, set()),  # after its upload
+    "pypi": (lambda runner, files: runner.pypi_refuses.add("*"), set()),
+    "pypi-served": (lambda runner, files: setattr(runner, "pypi_serves", False),
+                    {"TestPyPI's files"}),
+    "central-publish": (lambda runner, files: runner.job_environment.update(
+        {"central-publish": {"MAVEN_CENTRAL_PASSWORD": "wrong"}}),
+        {"TestPyPI's files", "a validated deployment"}),
+    "github": (lambda runner, files: runner.environment.update(GH_FAILS="release-delete"),
+               {"TestPyPI's files", "a draft release"}),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.needs("git", "unzip")
+@pytest.mark.parametrize("job", [*DRY_RUN_FAILURES, "none: cancelled after central-upload"])
+def test_a_dry_run_that_fails_leaves_what_contributing_says(dry_run, job):
+    """Whatever becomes of the jobs after its upload, the dry run drops its deployment
+    (central-publish runs always in a dry run, and skips the ref check)."""
+    if job in DRY_RUN_FAILURES:
+        breaks, left = DRY_RUN_FAILURES[job]
+        breaks(dry_run, {})
+        assert dry_run.run()[0] == job
+        row = re.search(rf"^\| `{job}` \| ([^|]+) \|$", (REPO_ROOT / "CONTRIBUTING.md").read_text(),
+                        re.M)  # fmt: skip
+        assert row, f"CONTRIBUTING.md's dry run has no row for {job}"
+        assert all(what in row.group(1) for what in left) and ("nothing" in row.group(1)) == (
+            not left)  # fmt: skip
+    else:
+        assert dry_run.run(cancelled_after="central-upload") == (None, "")
+        assert dry_run.results["central-publish"] == "success"
+        left = set()
+    assert leftovers(dry_run) == left
+    assert not dry_run.registries.published
+
+
 @pytest.mark.slow
 @pytest.mark.needs("git", "unzip")
 def test_the_github_job_releases_on_the_tag_and_a_re_run_replaces_the_files(runner):
     assert runner.run() == (None, "")
-    (runner.work / "notes.md").write_text("The release's notes.\n")
-    assert runner.job("github")[0] == 0 and runner.job("github")[0] == 0
+    assert runner.job("github")[0] == 0
     files = " ".join(f"files/{name}" for name in sorted(os.listdir(runner.work / "files")))
     assert gh_calls(runner) == [
         f"gh release view v{VERSION}",
@@ -772,34 +1022,48 @@ def test_the_github_job_releases_on_the_tag_and_a_re_run_replaces_the_files(runn
         f"gh release upload v{VERSION} --clobber {files}",
         f"gh release edit v{VERSION} --notes-file notes.md",
     ]
-    assert "The jars are not here" not in (runner.work / "notes.md").read_text()
+    assert (runner.work / "notes.md").read_text() == "The release's notes.\n"
     attached = set(os.listdir(runner.work / "files")) - {"SHA256SUMS", "SHA256SUMS.asc"}
     assert len(attached) == 3 + 8  # the wheels and sdist; the jars, the pom, their signatures
     assert_signed_sums(runner.work / "files", attached)
 
 
+# Why the jars are not on the GitHub release: (what breaks, what the notes say).
+WITHOUT_JARS = {
+    "Maven Central is slow to serve": (
+        slow_repository, "The jars are not here yet: Central has published them, and Maven "
+        "Central was slow to serve them. A re-run of central-publish adds them."),
+    "Central fails the publication": (
+        RERUNS["Central fails the publication"][0], "The jars are not here: Central's "
+        "publication did not succeed (failure). A re-run of central-publish, or if Central "
+        "failed it of central-upload, adds them."),
+}  # fmt: skip
+
+
 @pytest.mark.slow
 @pytest.mark.needs("git", "unzip")
-def test_without_central_s_jars_the_release_has_unsigned_sums_of_its_files_and_says_so(runner):
-    assert runner.run() == (None, "")
-    (runner.work / "notes.md").write_text("The release's notes.\n")
-    runner.central_published = False
-    assert runner.job("github")[0] == 0
+@pytest.mark.parametrize("failure", sorted(WITHOUT_JARS))
+def test_without_central_s_jars_the_release_has_unsigned_sums_and_its_notes_say_why(
+    runner, bundle_files, failure
+):
+    breaks, says = WITHOUT_JARS[failure]
+    breaks(runner, bundle_files)
+    assert runner.run()[0] == "central-publish" and runner.results["github"] == "success"
     files = runner.work / "files"
     assert sorted(os.listdir(files)) == sorted([*os.listdir(runner.dist), "SHA256SUMS"])
     assert len((files / "SHA256SUMS").read_text().splitlines()) == 3
-    assert "The jars are not here" in (runner.work / "notes.md").read_text()
+    assert (runner.work / "notes.md").read_text() == f"The release's notes.\n\n{says}\n"
 
 
 @pytest.mark.slow
 @pytest.mark.needs("git", "unzip")
 def test_sums_that_do_not_match_the_files_fail_the_github_job(runner):
     assert runner.run() == (None, "")
-    (runner.work / "notes.md").write_text("The release's notes.\n")
-    (runner.dist / f"tf_stopgrad-{VERSION}.tar.gz").write_bytes(b"another sdist")
+    calls = gh_calls(runner)
+    (runner.artifacts / "dist-ci" / SDIST).write_bytes(b"another sdist")
     status, output = runner.job("github")
-    assert status == 1 and f"tf_stopgrad-{VERSION}.tar.gz: FAILED" in output, output
-    assert gh_calls(runner) == []
+    assert status == 1 and f"{SDIST}: FAILED" in output, output
+    assert gh_calls(runner) == calls
 
 
 @pytest.mark.slow
