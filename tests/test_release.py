@@ -15,8 +15,10 @@ import io
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -328,6 +330,67 @@ def test_a_deployment_still_on_its_way_fails_when_the_wait_ends(
     with pytest.raises(SystemExit, match=f"{deployment} is still {on_the_way} after 0 minutes: "
                        "Central is slow"):  # fmt: skip
         release_module.await_deployment(deployment, wanted)
+
+
+PUBLISHED = f"published?namespace=org.tfstopgrad&name=tf-stopgrad&version={VERSION}"
+
+
+@pytest.mark.slow
+def test_central_s_5xx_and_timeouts_are_tried_again_until_the_deadline(
+    release_module, registries, bundle_files, monkeypatch, capsys
+):
+    registries.unavailable["published"] = 2
+    assert release_module.central(PUBLISHED, None) == {"published": False}
+    again = "answered 503 Service Unavailable: Service Unavailable: trying again"
+    assert capsys.readouterr().err.count(again) == 2
+    # A poll goes on through them, and through a timeout.
+    deployment = upload(registries, bundle_files)
+    registries.unavailable["status"] = 2
+    answer = urllib.request.urlopen
+    timeouts = iter([TimeoutError("The read operation timed out")])
+
+    def times_out_once(*arguments, **keywords):
+        if (timeout := next(timeouts, None)) is not None:
+            raise timeout
+        return answer(*arguments, **keywords)
+
+    monkeypatch.setattr(release_module.urllib.request, "urlopen", times_out_once)
+    assert release_module.await_deployment(deployment, "VALIDATED") == deployment
+    err = capsys.readouterr().err
+    assert err.count(again) == 2 and "failed: The read operation timed out: trying again" in err
+    # Past the deadline, the error fails; a 4xx fails at once, whatever the deadline.
+    monkeypatch.setattr(release_module, "WAIT_SECONDS", 0)
+    registries.unavailable["published"] = 1
+    with pytest.raises(SystemExit, match=r"published\?.* answered 503 Service Unavailable"):
+        release_module.central(PUBLISHED, None)
+    monkeypatch.setattr(release_module, "WAIT_SECONDS", 3600)
+    monkeypatch.setenv("MAVEN_CENTRAL_PASSWORD", "wrong")
+    with pytest.raises(SystemExit, match="answered 401 Unauthorized"):
+        release_module.central(PUBLISHED, None)
+
+
+@pytest.mark.slow
+def test_a_refused_connection_is_tried_again_until_central_answers_or_the_deadline(
+    release_module, registries, tmp_path, monkeypatch, capsys
+):
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]
+    monkeypatch.setattr(release_module, "CENTRAL_API", f"http://127.0.0.1:{port}/api/v1/publisher")
+    monkeypatch.setattr(release_module, "POLL_SECONDS", 0.1)
+    monkeypatch.setattr(release_module, "WAIT_SECONDS", 0.5)
+    with pytest.raises(SystemExit, match="failed: .*Connection refused"):
+        release_module.central(PUBLISHED, None)
+    assert "Connection refused: trying again" in capsys.readouterr().err
+
+    monkeypatch.setattr(release_module, "WAIT_SECONDS", 60)
+    late = []  # Central, up again a moment later (a server listens once made)
+    threading.Timer(1, lambda: late.append(RegistryStandIns(":".join(TOKEN), tmp_path, port)
+                                           .__enter__())).start()  # fmt: skip
+    try:
+        assert release_module.central(PUBLISHED, None) == {"published": False}
+    finally:
+        late[0].__exit__()
+    assert "Connection refused: trying again" in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")
@@ -688,6 +751,22 @@ def test_a_re_run_after_central_published_attaches_centrals_own_signatures(runne
     assert len(attached) == 4
     for signature in attached:
         assert signature.read_bytes() == bundle_files[f"{COMPONENT}/{signature.name}"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("empty", ["jars-ci", "java/target", "both"])
+def test_the_comparison_of_the_jars_fails_when_either_side_has_none(tmp_path, empty):
+    """central-upload's comparison of CI's jars with Maven's: with no jars on one side, or on
+    both (where `diff <(...) <(...)` passed), it fails."""
+    workflow = (REPO_ROOT / ".github" / "workflows" / "release.yml").read_text()
+    [script] = [script for script in run_blocks(workflow) if "jars-ci" in script]
+    for side in ("jars-ci", "java/target"):
+        (tmp_path / side).mkdir(parents=True)
+        if empty not in (side, "both"):
+            (tmp_path / side / "tf-stopgrad.jar").write_bytes(b"a jar")
+    ran = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert ran.returncode != 0 and "*.jar" in ran.stderr, ran.stderr
 
 
 # How Central can fail to take the jars at the upload: (the change, what the job says).

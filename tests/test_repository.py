@@ -120,6 +120,43 @@ def test_workflows_pin_every_action_by_commit():
             assert pinned, f"{workflow.name}: {uses} is not pinned by commit (with # vX.Y.Z)"
 
 
+def test_every_artifact_is_written_again_by_a_re_run_and_no_script_hides_an_exit_status():
+    """A re-run is the same workflow run, where upload-artifact refuses a name it has unless told
+    to overwrite it; a process substitution's status is lost (`diff <(a) <(b)` passes when both
+    fail)."""
+    for workflow in sorted(WORKFLOWS.glob("*.yml")):
+        text = workflow.read_text()
+        uploads = re.split(r"uses: actions/upload-artifact@", text)[1:]
+        assert uploads and all(re.match(r".*\n\s+(?:with: \{.*, )?overwrite: true\b", upload,
+                                        re.S) for upload in uploads), workflow.name  # fmt: skip
+        assert not [script for script in run_blocks(text) if "<(" in script], workflow.name
+
+
+def test_setup_python_takes_one_patch_release():
+    """setup-python given a full version, X.Y.Z, not a minor whose patch floats."""
+    for workflow in sorted(WORKFLOWS.glob("*.yml")):
+        text = workflow.read_text()
+        variables = dict(re.findall(r"^  ([A-Z_]+): \"?([^\"\s]*)\"?", text, re.M))
+        versions = re.findall(r"uses: actions/setup-python@.*\n(?:\s+.*\n)*?\s+python-version: "
+                              r"\"?([^\"\n]*)\"?", text)  # fmt: skip
+        assert versions, workflow.name
+        for version in versions:
+            version = variables.get(version.removeprefix("${{ env.").removesuffix(" }}"), version)
+            assert re.fullmatch(r"3\.\d+\.\d+", version), f"{workflow.name}: python {version}"
+
+
+def test_every_document_that_promises_the_same_bytes_says_for_how_long():
+    """The same commit gives the same bytes for as long as Debian serves the pinned toolchain:
+    each document that says anyone can rebuild a release says so."""
+    contributing = (REPO_ROOT / "CONTRIBUTING.md").read_text()
+    check = contributing[contributing.index("Anyone can check a release") :].split("\n\n")[0]
+    for name, text in (("CONTRIBUTING.md", check),
+                       ("BUILD_NOTES.md", (REPO_ROOT / "BUILD_NOTES.md").read_text()),
+                       ("CHANGELOG.md", (REPO_ROOT / "CHANGELOG.md").read_text())):  # fmt: skip
+        text = " ".join(text.split())
+        assert re.search(r"for as long as Debian serves (the|those) pinned", text), name
+
+
 def test_ci_and_the_release_build_the_jars_with_the_same_jdk_release():
     """setup-java's JDK, pinned to a full release, not a major that floats: the release job,
     days after CI, builds the jars again, which must be CI's bytes (jars-ci), javac's classes
@@ -225,6 +262,84 @@ def test_the_release_check_refuses_what_disagrees_and_says_what_to_change(releas
     status, output, notes = release_check(tag.format(version=version))
     assert status == 1 and not notes
     assert re.search(message.format(version=re.escape(version)), " ".join(output.split())), output
+
+
+GH_RUNS = """#!/bin/sh
+# gh, as far as .ci/release.py tag asks it: its arguments logged to GH_LOG; GH_ANSWER printed,
+# with the status GH_STATUS.
+echo "$*" >>"$GH_LOG"
+echo "$GH_ANSWER"
+exit "${GH_STATUS:-0}"
+"""
+
+# What `.ci/release.py tag` finds: (the change, GH_ANSWER and GH_STATUS, its arguments, whether
+# it tags, what it says).
+TAGGINGS = {
+    "all is well": (None, ('[{"conclusion":"success"},{"conclusion":"failure"}]', "0"), [], True,
+                    "release: v{version} tags {commit}, pushed"),
+    "CI failed": (None, ('[{"conclusion":"failure"}]', "0"), [], False,
+                  "CI has not passed on {commit} (its runs: ['failure']): tag once it has"),
+    "CI still running": (None, ('[{"conclusion":""}]', "0"), [], False, "CI has not passed"),
+    "no CI run": (None, ("[]", "0"), [], False, "(its runs: none)"),
+    "gh logged out": (None, ("", "4"), [], False,
+                      "cannot tell whether CI passed on {commit} (gh: run gh auth login"),
+    "no gh": (None, None, [], False, "(gh: not installed): see its runs in the Actions tab, then "
+              "again with --ci-passed"),
+    "no gh, but CI passed": (None, None, ["--ci-passed"], True, "pushed"),
+    "undated": ("- Unreleased", ('[{"conclusion":"success"}]', "0"), [], False,
+                "without the release's date"),
+    "uncommitted": ("uncommitted", ('[{"conclusion":"success"}]', "0"), [], False,
+                    "the checkout differs from HEAD"),
+    "not on main": ("unpushed", ('[{"conclusion":"success"}]', "0"), [], False,
+                    "is not on origin's main: only main's commits are released"),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(TAGGINGS))
+def test_the_tag_command_tags_and_pushes_only_what_the_release_s_checks_pass(tmp_path, case):
+    """`.ci/release.py tag X.Y.Z`, in a clone of an origin that stands in for GitHub's, with a
+    stand-in gh: the tag is pushed only once the checks pass, CI's included."""
+    change, gh, arguments, tags, says = TAGGINGS[case]
+    version, origin, clone = pyproject_version(), tmp_path / "origin.git", tmp_path / "clone"
+    git(tmp_path, "init", "-q", "--bare", str(origin))
+    git(tmp_path, "clone", "-q", str(origin), str(clone))
+    for name in ("pyproject.toml", "java/pom.xml", "CHANGELOG.md", ".ci/release.py"):
+        (clone / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO_ROOT / name, clone / name)
+    changelog_heading(clone, "- Unreleased" if change == "- Unreleased" else "- 2026-01-01")
+    git(clone, "add", ".")
+    git(clone, "commit", "-q", "-m", "the release")
+    git(clone, "push", "-q", "origin", "HEAD:main")
+    if change == "unpushed":
+        git(clone, "commit", "-q", "--allow-empty", "-m", "not on main")
+    elif change == "uncommitted":
+        changelog_heading(clone, "- 2026-01-02")
+    commit = git(clone, "rev-parse", "HEAD")
+    bin = tmp_path / "bin"
+    bin.mkdir()
+    (bin / "git").symlink_to(shutil.which("git"))
+    if gh is not None:
+        (bin / "gh").write_text(GH_RUNS)
+        (bin / "gh").chmod(0o755)
+    environment = {**os.environ, "PATH": str(bin), "GH_LOG": str(tmp_path / "gh.log"),
+                   "GH_ANSWER": gh[0] if gh else "", "GH_STATUS": gh[1] if gh else "0",
+                   "GIT_CONFIG_GLOBAL": "/dev/null"}  # fmt: skip
+    if gh and gh[1] != "0":
+        environment["GH_ANSWER"] = "run gh auth login"  # on stdout here; gh says it on stderr
+        (bin / "gh").write_text(GH_RUNS.replace('echo "$GH_ANSWER"', 'echo "$GH_ANSWER" >&2'))
+    ran = subprocess.run([sys.executable, ".ci/release.py", "tag", version, *arguments],
+                         cwd=clone, env=environment, capture_output=True, text=True,
+                         timeout=60)  # fmt: skip
+    output = ran.stdout + ran.stderr
+    assert (ran.returncode == 0) == tags, output
+    assert says.format(version=version, commit=commit) in output
+    pushed = subprocess.run(["git", "-C", str(origin), "rev-parse", f"refs/tags/v{version}"],
+                            capture_output=True, text=True)  # fmt: skip
+    assert (pushed.stdout.strip() == commit) == tags and (pushed.returncode == 0) == tags
+    if gh and case not in ("undated", "uncommitted", "not on main"):
+        asked = (tmp_path / "gh.log").read_text()
+        assert asked == f"run list --commit {commit} --workflow ci.yml --json conclusion\n"
 
 
 def release_commands(text: str) -> list[str]:
@@ -721,6 +836,10 @@ def test_maven_is_the_wrapper_s_pinned_distribution_checked_by_its_sha256():
         assert not re.search(r"""(^|[\s"'(])mvn\b""", text, re.M), f"{name} runs Maven unpinned"
     assert "java/mvnw" in (REPO_ROOT / ".ci" / "lanes").read_text()
     assert '"java/mvnw"' in (REPO_ROOT / ".ci" / "release.py").read_text()
+    # Each artifact Maven downloads must match its checksum: a mismatch fails, not a warning.
+    for name in (".ci/lanes", ".ci/release.py"):
+        calls = re.findall(r'java/mvnw(?:",)? "?-(.*)', (REPO_ROOT / name).read_text())
+        assert calls and all("--strict-checksums" in call for call in calls), name
 
 
 def test_the_lanes_install_tf_stopgrad_by_name_at_the_checkout_s_version():
