@@ -215,19 +215,22 @@ def _check_supported(version: str, requirement: str) -> None:
     if minor > supported[-1]:
         print(f"tf_stopgrad: warning: TensorFlow {version} is newer than the releases "
               f"tf_stopgrad is tested with ({span}); building against it, and keeping it: the "
-              f"wheel requires {requirement}. python -m tf_stopgrad says so too.",
+              f"wheel requires {requirement or 'no other TensorFlow'}. python -m tf_stopgrad "
+              "says so too.",
               file=sys.stderr)  # fmt: skip
 
 
 def _requirement_keeping(distribution: str, version: str) -> str:
-    """What a wheel built against an installed TensorFlow requires, so that pip keeps that
-    TensorFlow: the distribution that installed it, by its own name (tensorflow-cpu,
-    tf-nightly: a requirement of ``tensorflow`` would install that beside it), over the
-    supported range widened to its minor (a release candidate or nightly of the next minor
-    included). BUILD_NOTES.md, "A TensorFlow newer than the range", says why."""
+    """What a wheel built against an installed TensorFlow requires of TensorFlow, so that pip
+    keeps that TensorFlow: for ``tensorflow``, the supported range widened to its minor (a
+    release candidate of the next minor included); for another distribution (tensorflow-cpu,
+    tf-nightly), nothing, "" (a requirement names one distribution, and ``tensorflow`` would be
+    installed over theirs). BUILD_NOTES.md, "A TensorFlow newer than the range", says why."""
+    if distribution != "tensorflow":
+        return ""
     (major, oldest), *_, (_, newest) = supported_tensorflow.minors()
     newest = max(newest, Version(version).release[1])
-    return f"{distribution}>={major}.{oldest},<{major}.{newest + 1}"
+    return f"tensorflow>={major}.{oldest},<{major}.{newest + 1}"
 
 
 @functools.cache
@@ -430,9 +433,9 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
 
 def _requiring(metadata: bytes, requirement: str) -> bytes:
     """``metadata`` (a METADATA file) with ``requirement`` in place of pyproject.toml's
-    TensorFlow requirement."""
-    rewritten, count = re.subn(rb"^Requires-Dist: tensorflow[<>=!~ ][^\n]*$",
-                               b"Requires-Dist: " + requirement.encode(), metadata,
+    TensorFlow requirement, or without it for ``""``."""
+    line = f"Requires-Dist: {requirement}\n".encode() if requirement else b""
+    rewritten, count = re.subn(rb"^Requires-Dist: tensorflow[<>=!~ ][^\n]*\n", line, metadata,
                                flags=re.MULTILINE)  # fmt: skip
     if count != 1:
         raise _fail(f"the wheel's METADATA has {count} TensorFlow requirements, not one")
@@ -441,7 +444,8 @@ def _requiring(metadata: bytes, requirement: str) -> bytes:
 
 def _require_in_wheel(wheel: Path, requirement: str) -> None:
     """Rewrites ``wheel``'s METADATA with ``_requiring``, and its line in RECORD. The wheel
-    package's unpack and pack would do it too, at the cost of a build requirement."""
+    package's unpack and pack would do it too, at the cost of a build requirement for every
+    source build."""
     with zipfile.ZipFile(wheel) as source:
         members = [(info, source.read(info)) for info in source.infolist()]
     contents = {info.filename: data for info, data in members}

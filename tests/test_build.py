@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import json
 import os
@@ -485,6 +487,68 @@ def test_a_source_build_refuses_tensorflow_older_than_the_supported_range(tmp_pa
     assert "Building wheel for tf_stopgrad" not in output, "it compiled before refusing"
 
 
+NEXT_MINOR = f"{OLDEST_MAJOR}.{NEWEST_SUPPORTED_MINOR + 1}"
+INSTALLED_TENSORFLOWS = {  # what a user may have installed: distribution, version
+    "newest": ("tensorflow", f"{OLDEST_MAJOR}.{NEWEST_SUPPORTED_MINOR}.1"),
+    "oldest, CPU only": ("tensorflow-cpu", f"{OLDEST_MAJOR}.{OLDEST_MINOR}.0"),
+    "next minor's candidate": ("tensorflow", f"{NEXT_MINOR}.0rc0"),
+    "nightly": ("tf-nightly", f"{OLDEST_MAJOR}.{NEWEST_SUPPORTED_MINOR + 2}.0.dev20261026"),
+}
+
+
+@pytest.mark.parametrize(("distribution", "version"), INSTALLED_TENSORFLOWS.values(),
+                         ids=INSTALLED_TENSORFLOWS)  # fmt: skip
+def test_a_source_build_requires_nothing_that_would_make_pip_replace_the_installed_tensorflow(
+    distribution, version
+):
+    import tf_stopgrad_build
+    from packaging.requirements import Requirement
+
+    requirement = tf_stopgrad_build._requirement_keeping(distribution, version)
+
+    if distribution != "tensorflow":  # naming tensorflow would install it over theirs
+        assert requirement == ""
+        return
+    required = Requirement(requirement)
+    assert required.name == "tensorflow"
+    # pip keeps an installed pre-release that a requirement's range holds, as here.
+    assert required.specifier.contains(version, prereleases=True)
+    assert required.specifier.contains(f"{OLDEST_MAJOR}.{OLDEST_MINOR}.0")
+    assert not required.specifier.contains(TOO_OLD + ".0")
+    newest_taken = max(Version(version).release[:2], (OLDEST_MAJOR, NEWEST_SUPPORTED_MINOR))
+    assert not required.specifier.contains(f"{newest_taken[0]}.{newest_taken[1] + 1}.0")
+    if Version(version).release[:2] <= (OLDEST_MAJOR, NEWEST_SUPPORTED_MINOR):
+        assert required.specifier == Requirement(supported_tensorflow.requirement()).specifier
+
+
+@pytest.mark.parametrize("requirement", ["tensorflow>=2.15,<2.24", ""])
+def test_a_wheel_given_another_tensorflow_requirement_keeps_its_record_true(requirement, tmp_path):
+    import tf_stopgrad_build
+
+    metadata = (b"Metadata-Version: 2.1\nName: x\nRequires-Dist: tensorflow<2.22,>=2.15\n"
+                b"Requires-Dist: tensorflow-text; extra == 'text'\n")
+    wheel = tmp_path / "x-1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("x/__init__.py", "")
+        archive.writestr("x-1.dist-info/METADATA", metadata)
+        archive.writestr("x-1.dist-info/RECORD", "x/__init__.py,,0\nx-1.dist-info/METADATA,"
+                         "sha256=stale,1\nx-1.dist-info/RECORD,,\n")  # fmt: skip
+
+    tf_stopgrad_build._require_in_wheel(wheel, requirement)
+
+    with zipfile.ZipFile(wheel) as archive:
+        rewritten = archive.read("x-1.dist-info/METADATA")
+        record = archive.read("x-1.dist-info/RECORD").decode().splitlines()
+        assert archive.namelist() == ["x/__init__.py", "x-1.dist-info/METADATA",
+                                      "x-1.dist-info/RECORD"]  # fmt: skip
+    replaced = f"Requires-Dist: {requirement}\n" if requirement else ""
+    assert rewritten == metadata.replace(b"Requires-Dist: tensorflow<2.22,>=2.15\n", replaced.encode())
+    # PEP 376's RECORD: urlsafe base64 of the SHA-256, unpadded, then the size.
+    digest = base64.urlsafe_b64encode(hashlib.sha256(rewritten).digest()).rstrip(b"=").decode()
+    assert record == ["x/__init__.py,,0", f"x-1.dist-info/METADATA,sha256={digest},{len(rewritten)}",
+                      "x-1.dist-info/RECORD,,"]  # fmt: skip
+
+
 @pytest.mark.slow
 @pytest.mark.compiler
 def test_two_builds_at_once_from_a_checkout_whose_path_has_a_space_quote_and_dollar(tmp_path):
@@ -506,7 +570,7 @@ def test_two_builds_at_once_from_a_checkout_whose_path_has_a_space_quote_and_dol
     with zipfile.ZipFile(wheels[0]) as archive:
         record = json.loads(archive.read("tf_stopgrad/_build_record.json"))
     (library,) = record["libraries"].values()
-    assert library["tf_version"] == tf.__version__
+    assert Version(library["tf_version"]) == Version(tf.__version__)
     assert wheels[0].read_bytes() == wheels[1].read_bytes(), "two builds of one checkout differ"
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 from packaging.requirements import Requirement
+from packaging.version import Version
 from support import REPO_ROOT
 
 import tf_stopgrad
@@ -39,9 +40,10 @@ def test_version_flows_from_pyproject_into_the_build():
 
 def test_build_record_matches_the_running_tensorflow():
     info = tf_stopgrad.build_info()
-    assert info["tf_version"] == tf.__version__
+    assert Version(info["tf_version"]) == Version(tf.__version__)
     assert info["cxx11_abi"] == tf.sysconfig.CXX11_ABI_FLAG
     assert info["compiler"]
+    assert info["tested_tf_versions"] == supported_tensorflow.describe()
 
 
 def test_each_language_names_the_op_types_the_library_registers():
