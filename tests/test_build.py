@@ -220,6 +220,44 @@ def test_without_tensorflow_a_source_build_takes_the_release_pip_installs_for_it
         assert plan.requirements == [supported_tensorflow.requirement()]
 
 
+@pytest.mark.slow
+def test_a_source_build_for_a_python_no_supported_tensorflow_has_a_wheel_for_says_what_to_do():
+    # No supported TensorFlow has a wheel for Python 3.8 (nor, before TensorFlow 2.22, for 3.14).
+    with pytest.raises(SystemExit, match=r"pip finds no TensorFlow \S+ wheel for Python 3\.8 .*"
+                       r"Use a Python that the supported releases have wheels for, or install a "
+                       r"newer TensorFlow first"):  # fmt: skip
+        tensorflow_wheels.installable_minor("3.8")
+
+
+class Fetched(Exception):
+    """What a stand-in for tensorflow_wheels._download raises: the requirement it was given."""
+
+
+@pytest.mark.parametrize("pip_pre", ["", "1"])
+def test_a_cached_pre_release_serves_only_builds_that_take_pre_releases(
+    pip_pre, monkeypatch, tmp_path
+):
+    for version in ("2.22.0rc0", "2.22.0rc1", "2.21.0", "2.21.1rc0"):
+        (tmp_path / f"tensorflow-{version}-x86_64").mkdir()
+        (tmp_path / f"tensorflow-{version}-x86_64" / ".complete").write_text("a.whl\n")
+    monkeypatch.setenv("TF_STOPGRAD_CACHE", str(tmp_path))
+    monkeypatch.setenv("PIP_PRE", pip_pre)
+
+    def download(requirement, architecture, into):
+        raise Fetched(requirement)
+
+    monkeypatch.setattr(tensorflow_wheels, "_download", download)
+
+    newest_21 = tensorflow_wheels.unpacked_release(2, 21, "x86_64")[1]
+    if pip_pre:
+        assert newest_21 == "2.21.1rc0"
+        assert tensorflow_wheels.unpacked_release(2, 22, "x86_64")[1] == "2.22.0rc1"
+    else:  # the final: cached, or fetched, never a cached candidate
+        assert newest_21 == "2.21.0"
+        with pytest.raises(Fetched, match=r"^tensorflow==2\.22\.\*$"):
+            tensorflow_wheels.unpacked_release(2, 22, "x86_64")
+
+
 def build_directory(monkeypatch, release: dict, skbuild_settings: dict | None = None) -> Path:
     """The build directory the backend picks for ``release`` and the scikit-build-core
     settings ``skbuild_settings``, under the ``BUILD_ROOT`` the test set."""
