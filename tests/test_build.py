@@ -258,12 +258,15 @@ def test_a_cached_pre_release_serves_only_builds_that_take_pre_releases(
             tensorflow_wheels.unpacked_release(2, 22, "x86_64")
 
 
-def build_directory(monkeypatch, release: dict, skbuild_settings: dict | None = None) -> Path:
-    """The build directory the backend picks for ``release`` and the scikit-build-core
-    settings ``skbuild_settings``, under the ``BUILD_ROOT`` the test set."""
+def build_directory(monkeypatch, release: dict, skbuild_settings: dict | None = None,
+                    tensorflow_requirement: str | None = None) -> Path:
+    """The build directory the backend picks for ``release``, the scikit-build-core settings
+    ``skbuild_settings`` and the wheel's ``tensorflow_requirement``, under the ``BUILD_ROOT`` the
+    test set."""
     import tf_stopgrad_build
 
     plan = tf_stopgrad_build._Plan.__new__(tf_stopgrad_build._Plan)
+    plan.tensorflow_requirement = tensorflow_requirement
     plan.skbuild_settings, plan.compiler_command = dict(skbuild_settings or {}), ["/usr/bin/c++"]
     plan.compiler, plan.architecture, plan.cross = plan.compiler_command[0], "x86_64", False
     monkeypatch.setattr(plan, "describe_releases", lambda: [release], raising=False)
@@ -295,6 +298,8 @@ def test_builds_for_different_tensorflow_releases_never_share_a_build_directory(
     # The same release found in another place (pip's build environment, then the venv).
     elsewhere = dict(installed, include_dirs=["/elsewhere/include"])
     assert build_dir(elsewhere) == build_dir(installed)
+    # The same release from another distribution (tf-nightly's wheel requires no tensorflow).
+    assert build_directory(monkeypatch, installed, tensorflow_requirement="") != build_dir(installed)
 
 
 def passes_user_flags(variable: str) -> bool:
