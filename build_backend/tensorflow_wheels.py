@@ -177,8 +177,8 @@ def installable_minor(python_version: str) -> tuple[int, int] | None:
         )  # fmt: skip
         if b"No matching distribution found" in result.stderr:
             raise SystemExit(
-                f"\ntf_stopgrad: pip finds no TensorFlow {supported_tensorflow.describe()} wheel for "
-                f"Python {python_version} (or cannot reach its index). Use a Python that the "
+                f"\ntf_stopgrad: pip finds no TensorFlow {supported_tensorflow.describe()} wheel "
+                f"for Python {python_version} (or cannot reach its index). Use a Python that the "
                 "supported releases have wheels for, or install a newer TensorFlow first (pip "
                 "install . then builds for it and keeps it).\n"
             )

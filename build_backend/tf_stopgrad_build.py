@@ -55,7 +55,8 @@ _PROBE = (
     "import importlib.metadata as m, importlib.util as u, json;"
     "spec = u.find_spec('tensorflow');"
     "names = getattr(m, 'packages_distributions', dict)().get('tensorflow') or ['tensorflow'];"
-    "print(json.dumps(spec and [names[0], m.version(names[0]), spec.submodule_search_locations[0]]))"
+    "print(json.dumps(spec and [names[0], m.version(names[0]),"
+    " spec.submodule_search_locations[0]]))"
 )
 
 

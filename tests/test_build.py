@@ -299,7 +299,8 @@ def test_builds_for_different_tensorflow_releases_never_share_a_build_directory(
     elsewhere = dict(installed, include_dirs=["/elsewhere/include"])
     assert build_dir(elsewhere) == build_dir(installed)
     # The same release from another distribution (tf-nightly's wheel requires no tensorflow).
-    assert build_directory(monkeypatch, installed, tensorflow_requirement="") != build_dir(installed)
+    nightly = build_directory(monkeypatch, installed, tensorflow_requirement="")
+    assert nightly != build_dir(installed)
 
 
 def passes_user_flags(variable: str) -> bool:
@@ -585,10 +586,12 @@ def test_a_wheel_given_another_tensorflow_requirement_keeps_its_record_true(requ
         assert archive.namelist() == ["x/__init__.py", "x-1.dist-info/METADATA",
                                       "x-1.dist-info/RECORD"]  # fmt: skip
     replaced = f"Requires-Dist: {requirement}\n" if requirement else ""
-    assert rewritten == metadata.replace(b"Requires-Dist: tensorflow<2.22,>=2.15\n", replaced.encode())
+    assert rewritten == metadata.replace(b"Requires-Dist: tensorflow<2.22,>=2.15\n",
+                                         replaced.encode())  # fmt: skip
     # PEP 376's RECORD: urlsafe base64 of the SHA-256, unpadded, then the size.
     digest = base64.urlsafe_b64encode(hashlib.sha256(rewritten).digest()).rstrip(b"=").decode()
-    assert record == ["x/__init__.py,,0", f"x-1.dist-info/METADATA,sha256={digest},{len(rewritten)}",
+    assert record == ["x/__init__.py,,0",
+                      f"x-1.dist-info/METADATA,sha256={digest},{len(rewritten)}",
                       "x-1.dist-info/RECORD,,"]  # fmt: skip
 
 

@@ -280,8 +280,9 @@ def test_the_scheduled_workflow_runs_ci_s_scheduled_lanes_weekly_and_by_hand():
     workflow = (WORKFLOWS / "scheduled.yml").read_text()
     assert re.search(r'^  schedule:\n    - cron: "\d+ \d+ \* \* \d"', workflow, re.M)
     assert re.search(r"^  workflow_dispatch:$", workflow, re.M)
-    assert re.search(r"^    uses: \./\.github/workflows/ci\.yml\n    with:\n      lanes: scheduled$",
-                     workflow, re.M)  # fmt: skip
+    calls_ci = (r"^    uses: \./\.github/workflows/ci\.yml( #.*)?"
+                r"\n    with:\n      lanes: scheduled$")
+    assert re.search(calls_ci, workflow, re.M)
     tox = (REPO_ROOT / ".ci" / "tox.ini").read_text()
     scheduled = re.findall(r"^\[testenv:([\w.-]+)\]\n(?:[^\[].*\n)*?labels = scheduled$", tox, re.M)
     assert scheduled == ["pre", "nightly"]
