@@ -23,7 +23,7 @@ def lanes() -> "tuple[dict[str, str | None], dict[str, str | None]]":  # quoted 
                f"tf2.{newest}-trixie": "debian", f"tf2.{newest}-aarch64": "emulated",
                f"tf2.{oldest}-bullseye": "debian", f"tf2.{oldest}": "oldest", "java": None,
                **{f"tf2.{minor}": "minor" for minor in middle}, "release": None}
-    named = {f"tf2.{newest}": "minor", "nightly": None,
+    named = {f"tf2.{newest}": "minor", "pre": None, "nightly": None,
              **{f"tf2.{minor}-aarch64": "emulated" for minor in (oldest, *middle)},
              **{f"tf2.{minor}-in-place": "in-place" for minor in (oldest, *middle)}}  # fmt: skip
     return default, named

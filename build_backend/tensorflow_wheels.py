@@ -15,12 +15,13 @@ Some releases' ``tensorflow`` wheel for an architecture is a shell that only req
 distribution that holds TensorFlow there (2.15 on aarch64: ``tensorflow-cpu-aws``); the
 download follows that requirement.
 
-Delete a release's directory to fetch it again (say, for a new patch release).
+Delete a release's directory to fetch it again (say, for a new patch release). A cached
+pre-release is taken only where pip takes pre-releases (``PIP_PRE``).
 
 Each downloaded wheel must have the SHA-256 that ``tensorflow_wheels.sha256`` (``sha256sum``'s
 format) records for its name, so that a file uploaded again under that name cannot change a
-build unseen. A wheel the table does not name is refused in a dated build (SOURCE_DATE_EPOCH,
-which promises the same bytes), and only noted in another.
+build unseen. A wheel the table does not name (a new minor's, a new patch release's) is built
+against with a note that names the line to add: adding a minor stays a change of three files.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from pathlib import Path
 import staging
 import supported_tensorflow
 from packaging.requirements import Requirement
+from packaging.version import Version
 from tensorflow_config import CC_LIBRARY, FRAMEWORK_LIBRARY
 
 CACHE_VARIABLE = "TF_STOPGRAD_CACHE"
@@ -75,10 +77,13 @@ def unpacked_releases(minors: list[tuple[int, int]], architecture: str) -> list[
 def unpacked_release(major: int, minor: int, architecture: str) -> tuple[Path, str]:
     """The unpacked newest patch release of TensorFlow ``major.minor`` for ``architecture``,
     and its version."""
-    cached = [path for path in cache_dir().glob(f"tensorflow-{major}.{minor}.*-{architecture}")
-              if (path / _COMPLETE).is_file()]  # fmt: skip
-    if cached:
-        newest = max(cached, key=lambda path: _version_key(path.name.split("-")[1]))
+    cached = {Version(path.name.split("-")[1]): path for path in
+              cache_dir().glob(f"tensorflow-{major}.{minor}.*-{architecture}")
+              if (path / _COMPLETE).is_file()}  # fmt: skip
+    # A cached pre-release serves only a build that takes pre-releases, never one for the final.
+    usable = [version for version in cached if _takes_pre_releases() or not version.is_prerelease]
+    if usable:
+        newest = cached[max(usable)]
         return newest, newest.name.split("-")[1]
     with tempfile.TemporaryDirectory(prefix="tf_stopgrad-download-") as download_dir:
         wheel = _download(f"tensorflow=={major}.{minor}.*", architecture, Path(download_dir))
@@ -111,8 +116,9 @@ def manylinux_glibc(tag: str) -> tuple[int, int]:
     return int(found.group(1)), int(found.group(2))
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+def _takes_pre_releases() -> bool:
+    """Whether pip takes pre-releases here (PIP_PRE, as pip reads it)."""
+    return os.environ.get("PIP_PRE", "").lower() in ("1", "true", "yes", "on")
 
 
 def _platform_options(architecture: str) -> list[str]:
@@ -166,7 +172,8 @@ def _dated() -> list[str]:
 def installable_minor(python_version: str) -> tuple[int, int] | None:
     """The supported minor release that pip installs for Python ``python_version`` here: the
     newest with a wheel for that interpreter. None where this build's pip cannot say: a build
-    environment that uv made has no pip, and an old pip has no --dry-run."""
+    environment that uv made has no pip, and an old pip has no --dry-run. SystemExit, saying
+    what to do, where no supported release has one (Python 3.14 before TensorFlow 2.22)."""
     with tempfile.TemporaryDirectory(prefix="tf_stopgrad-resolve-") as scratch:
         report = Path(scratch) / "report.json"
         result = subprocess.run(
@@ -175,10 +182,18 @@ def installable_minor(python_version: str) -> tuple[int, int] | None:
              python_version, "--target", scratch, "--report", str(report), *_dated(),
              supported_tensorflow.requirement()], capture_output=True,
         )  # fmt: skip
+        if b"No matching distribution found" in result.stderr:
+            raise SystemExit(
+                f"\ntf_stopgrad: pip finds no TensorFlow {supported_tensorflow.describe()} wheel "
+                f"for Python {python_version} (or cannot reach its index). Use a Python that the "
+                "supported releases have wheels for, or install a newer TensorFlow first (pip "
+                "install . then builds for it and keeps it).\n"
+            )
         if result.returncode != 0:
             return None
         version = json.loads(report.read_text())["install"][0]["metadata"]["version"]
-        return _version_key(version)[:2]
+        major, minor = Version(version).release[:2]
+        return major, minor
 
 
 def _download(requirement: str, architecture: str, into: Path) -> Path:
@@ -209,12 +224,9 @@ def _verified(wheel: Path) -> Path:
             digest.update(block)
     table = f"build_backend/{_WHEEL_SHA256.name}"
     if wheel.name not in recorded:
-        unrecorded = f"tf_stopgrad: {wheel.name} is not in {table}"
-        if os.environ.get("SOURCE_DATE_EPOCH"):
-            raise SystemExit(f"{unrecorded}, which a dated build (SOURCE_DATE_EPOCH) requires: "
-                             f"add its line, '{digest.hexdigest()}  {wheel.name}', once PyPI's "
-                             "page of the release shows that SHA-256")  # fmt: skip
-        print(f"{unrecorded}: its bytes are not checked", file=sys.stderr)
+        print(f"tf_stopgrad: {wheel.name} is not in {table}: its bytes are not checked. Add its "
+              f"line, '{digest.hexdigest()}  {wheel.name}', once PyPI's page of the release "
+              "shows that SHA-256", file=sys.stderr)  # fmt: skip
     elif recorded[wheel.name] != digest.hexdigest():
         raise SystemExit(f"tf_stopgrad: {wheel.name} has the SHA-256 {digest.hexdigest()}, not "
                          f"{recorded[wheel.name]} as {table} records: the index serves "

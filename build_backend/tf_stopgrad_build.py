@@ -12,6 +12,7 @@ BUILD_NOTES.md says why each step is as it is.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import hashlib
@@ -31,6 +32,7 @@ import staging
 import supported_tensorflow
 import tensorflow_config
 import tensorflow_wheels
+from packaging.version import Version
 from scikit_build_core import build as _skbuild
 
 if sys.version_info >= (3, 11):
@@ -46,14 +48,15 @@ RELEASES_SETTING = "tensorflow"
 ARCHITECTURE_SETTING = "arch"
 ARCHITECTURES = ("x86_64", "aarch64")
 
-# The version of the distribution that provides the `tensorflow` package, whatever its name
-# (tensorflow, tensorflow-cpu, tf-nightly), and the package's directory, without importing it
-# (an import takes seconds).
+# The name and version of the distribution that provides the `tensorflow` package, whatever its
+# name (tensorflow, tensorflow-cpu, tf-nightly), and the package's directory, without importing
+# it (an import takes seconds).
 _PROBE = (
     "import importlib.metadata as m, importlib.util as u, json;"
     "spec = u.find_spec('tensorflow');"
     "names = getattr(m, 'packages_distributions', dict)().get('tensorflow') or ['tensorflow'];"
-    "print(json.dumps(spec and [m.version(names[0]), spec.submodule_search_locations[0]]))"
+    "print(json.dumps(spec and [names[0], m.version(names[0]),"
+    " spec.submodule_search_locations[0]]))"
 )
 
 
@@ -87,6 +90,8 @@ class _Plan:
             )
         self.compiler_command = _working_cxx_compiler(self.architecture if self.cross else None)
         self.compiler = shlex.join(self.compiler_command)
+        # What the wheel requires of TensorFlow, where it differs from pyproject.toml's.
+        self.tensorflow_requirement: str | None = None
         if self.portable:
             self.minors = _parse_releases(requested)
             self.installed_python: tuple[str, ...] | None = None
@@ -96,7 +101,9 @@ class _Plan:
         target = _target_python()
         installed = _installed_tensorflow(target)
         if installed is not None:
-            _check_supported(installed[0])
+            distribution, version, _ = installed
+            self.tensorflow_requirement = _requirement_keeping(distribution, version)
+            _check_supported(version, self.tensorflow_requirement)
             self.installed_python = target
         elif installable := tensorflow_wheels.installable_minor(_python_version(target)):
             self.minors = [installable]  # the release pip installs next, unpacked from its wheel
@@ -107,7 +114,7 @@ class _Plan:
 
     def describe_releases(self) -> list[dict]:
         if self.installed_python is not None:
-            version, package_dir = _installed_tensorflow(self.installed_python)
+            _, version, package_dir = _installed_tensorflow(self.installed_python)
             return [tensorflow_config.describe_unpacked(Path(package_dir), version)]
         releases = tensorflow_wheels.unpacked_releases(self.minors, self.architecture)
         return [tensorflow_config.describe_unpacked(*release) for release in releases]
@@ -196,8 +203,8 @@ def _parse_releases(requested: str) -> list[tuple[int, int]]:
     return sorted(set(wanted))
 
 
-def _check_supported(version: str) -> None:
-    minor = tuple(int(part) for part in version.split(".")[:2])
+def _check_supported(version: str, requirement: str) -> None:
+    minor = Version(version).release[:2]
     supported = supported_tensorflow.minors()
     span = supported_tensorflow.describe()
     if minor < supported[0]:
@@ -208,14 +215,29 @@ def _check_supported(version: str) -> None:
         )
     if minor > supported[-1]:
         print(f"tf_stopgrad: warning: TensorFlow {version} is newer than the releases "
-              f"tf_stopgrad is tested with ({span}); building against it anyway. Install with "
-              f"--no-deps to keep it: tf_stopgrad requires {supported_tensorflow.requirement()}.",
+              f"tf_stopgrad is tested with ({span}); building against it, and keeping it: the "
+              f"wheel requires {requirement or 'no other TensorFlow'}. python -m tf_stopgrad "
+              "says so too.",
               file=sys.stderr)  # fmt: skip
 
 
+def _requirement_keeping(distribution: str, version: str) -> str:
+    """What a wheel built against an installed TensorFlow requires of TensorFlow, so that pip
+    keeps that TensorFlow: for ``tensorflow``, the supported range widened to its minor (a
+    release candidate of the next minor included); for another distribution (tensorflow-cpu,
+    tf-nightly), nothing, "" (a requirement names one distribution, and ``tensorflow`` would be
+    installed over theirs). BUILD_NOTES.md, "A TensorFlow newer than the range", says why."""
+    if distribution != "tensorflow":
+        return ""
+    (major, oldest), *_, (_, newest) = supported_tensorflow.minors()
+    newest = max(newest, Version(version).release[1])
+    return f"tensorflow>={major}.{oldest},<{major}.{newest + 1}"
+
+
 @functools.cache
-def _installed_tensorflow(python: tuple[str, ...]) -> tuple[str, str] | None:
-    """The version and package directory of the TensorFlow that ``python`` imports, or None."""
+def _installed_tensorflow(python: tuple[str, ...]) -> tuple[str, str, str] | None:
+    """The distribution, version and package directory of the TensorFlow that ``python``
+    imports, or None."""
     try:
         out = subprocess.run([*python, "-c", _PROBE], capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):
@@ -252,7 +274,8 @@ def _build_settings(plan: _Plan):
          [os.path.getsize(library) for library in release["libraries"]]]
         for release in releases
     ]  # fmt: skip
-    inputs = [identity, plan.compiler, _requested_flags(plan.skbuild_settings)]
+    inputs = [identity, plan.compiler, _requested_flags(plan.skbuild_settings),
+              plan.tensorflow_requirement]  # fmt: skip
     key = hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:12]
     versions = "+".join(release["version"] for release in releases)
     build_dir = BUILD_ROOT / f"tf{versions}-{plan.architecture}-{key}"
@@ -267,6 +290,7 @@ def _build_settings(plan: _Plan):
         # scikit-build-core expands {wheel_tag}-style fields in it.
         settings["build-dir"] = str(build_dir).replace("{", "{{").replace("}", "}}")
         settings["cmake.define.TF_STOPGRAD_RELEASES"] = str(releases_file)
+        settings["cmake.define.TF_STOPGRAD_TESTED"] = supported_tensorflow.describe()
         if len(plan.compiler_command) == 1:  # else CMake reads $CXX itself, words and all
             settings["cmake.define.CMAKE_CXX_COMPILER"] = plan.compiler_command[0]
         if plan.cross:  # Naming the target system is what tells CMake it cross-compiles.
@@ -373,7 +397,11 @@ def get_requires_for_build_editable(config_settings=None):
 
 def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
     plan = _plan_for(config_settings)
-    return _skbuild.prepare_metadata_for_build_wheel(metadata_directory, plan.skbuild_settings)
+    name = _skbuild.prepare_metadata_for_build_wheel(metadata_directory, plan.skbuild_settings)
+    if plan.tensorflow_requirement is not None:
+        metadata = Path(metadata_directory) / name / "METADATA"
+        metadata.write_bytes(_requiring(metadata.read_bytes(), plan.tensorflow_requirement))
+    return name
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
@@ -383,10 +411,14 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         reused = _reuse_previous_wheel(build_dir, sources, Path(wheel_directory))
         if reused is not None:
             return reused
-        name = _skbuild.build_wheel(wheel_directory, settings, metadata_directory)
+        # Not metadata_directory: scikit-build-core compares it with its own, which
+        # prepare_metadata_for_build_wheel may have given another TensorFlow requirement.
+        name = _skbuild.build_wheel(wheel_directory, settings)
+        wheel = Path(wheel_directory) / name
         if plan.portable:
-            wheel = Path(wheel_directory) / name
             name = _retag(wheel, _platform_tag(wheel, plan))
+        elif plan.tensorflow_requirement is not None:
+            _require_in_wheel(wheel, plan.tensorflow_requirement)
         _keep_for_reuse(build_dir, sources, Path(wheel_directory) / name)
     return name
 
@@ -394,7 +426,42 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
     plan = _plan_for(config_settings)
     with _build_settings(plan) as (settings, _):
-        return _skbuild.build_editable(wheel_directory, settings, metadata_directory)
+        name = _skbuild.build_editable(wheel_directory, settings)
+    if plan.tensorflow_requirement is not None:
+        _require_in_wheel(Path(wheel_directory) / name, plan.tensorflow_requirement)
+    return name
+
+
+def _requiring(metadata: bytes, requirement: str) -> bytes:
+    """``metadata`` (a METADATA file) with ``requirement`` in place of pyproject.toml's
+    TensorFlow requirement, or without it for ``""``."""
+    line = f"Requires-Dist: {requirement}\n".encode() if requirement else b""
+    rewritten, count = re.subn(rb"^Requires-Dist: tensorflow[<>=!~ ][^\n]*\n", line, metadata,
+                               flags=re.MULTILINE)  # fmt: skip
+    if count != 1:
+        raise _fail(f"the wheel's METADATA has {count} TensorFlow requirements, not one")
+    return rewritten
+
+
+def _require_in_wheel(wheel: Path, requirement: str) -> None:
+    """Rewrites ``wheel``'s METADATA with ``_requiring``, and its line in RECORD. The wheel
+    package's unpack and pack would do it too, at the cost of a build requirement for every
+    source build."""
+    with zipfile.ZipFile(wheel) as source:
+        members = [(info, source.read(info)) for info in source.infolist()]
+    contents = {info.filename: data for info, data in members}
+    metadata = next(name for name in contents if name.endswith(".dist-info/METADATA"))
+    contents[metadata] = _requiring(contents[metadata], requirement)
+    digest = base64.urlsafe_b64encode(hashlib.sha256(contents[metadata]).digest()).rstrip(b"=")
+    record = metadata.removesuffix("METADATA") + "RECORD"
+    contents[record] = b"".join(
+        f"{metadata},sha256={digest.decode()},{len(contents[metadata])}\n".encode()
+        if line.startswith(f"{metadata},".encode()) else line
+        for line in contents[record].splitlines(keepends=True)
+    )  # fmt: skip
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as target:
+        for info, _ in members:
+            target.writestr(info, contents[info.filename])
 
 
 # --- the portable wheel's platform tag ------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import json
 import os
@@ -218,12 +220,53 @@ def test_without_tensorflow_a_source_build_takes_the_release_pip_installs_for_it
         assert plan.requirements == [supported_tensorflow.requirement()]
 
 
-def build_directory(monkeypatch, release: dict, skbuild_settings: dict | None = None) -> Path:
-    """The build directory the backend picks for ``release`` and the scikit-build-core
-    settings ``skbuild_settings``, under the ``BUILD_ROOT`` the test set."""
+@pytest.mark.slow
+def test_a_source_build_for_a_python_no_supported_tensorflow_has_a_wheel_for_says_what_to_do():
+    # No supported TensorFlow has a wheel for Python 3.8 (nor, before TensorFlow 2.22, for 3.14).
+    with pytest.raises(SystemExit, match=r"pip finds no TensorFlow \S+ wheel for Python 3\.8 .*"
+                       r"Use a Python that the supported releases have wheels for, or install a "
+                       r"newer TensorFlow first"):  # fmt: skip
+        tensorflow_wheels.installable_minor("3.8")
+
+
+class Fetched(Exception):
+    """What a stand-in for tensorflow_wheels._download raises: the requirement it was given."""
+
+
+@pytest.mark.parametrize("pip_pre", ["", "1"])
+def test_a_cached_pre_release_serves_only_builds_that_take_pre_releases(
+    pip_pre, monkeypatch, tmp_path
+):
+    for version in ("2.22.0rc0", "2.22.0rc1", "2.21.0", "2.21.1rc0"):
+        (tmp_path / f"tensorflow-{version}-x86_64").mkdir()
+        (tmp_path / f"tensorflow-{version}-x86_64" / ".complete").write_text("a.whl\n")
+    monkeypatch.setenv("TF_STOPGRAD_CACHE", str(tmp_path))
+    monkeypatch.setenv("PIP_PRE", pip_pre)
+
+    def download(requirement, architecture, into):
+        raise Fetched(requirement)
+
+    monkeypatch.setattr(tensorflow_wheels, "_download", download)
+
+    newest_21 = tensorflow_wheels.unpacked_release(2, 21, "x86_64")[1]
+    if pip_pre:
+        assert newest_21 == "2.21.1rc0"
+        assert tensorflow_wheels.unpacked_release(2, 22, "x86_64")[1] == "2.22.0rc1"
+    else:  # the final: cached, or fetched, never a cached candidate
+        assert newest_21 == "2.21.0"
+        with pytest.raises(Fetched, match=r"^tensorflow==2\.22\.\*$"):
+            tensorflow_wheels.unpacked_release(2, 22, "x86_64")
+
+
+def build_directory(monkeypatch, release: dict, skbuild_settings: dict | None = None,
+                    tensorflow_requirement: str | None = None) -> Path:
+    """The build directory the backend picks for ``release``, the scikit-build-core settings
+    ``skbuild_settings`` and the wheel's ``tensorflow_requirement``, under the ``BUILD_ROOT`` the
+    test set."""
     import tf_stopgrad_build
 
     plan = tf_stopgrad_build._Plan.__new__(tf_stopgrad_build._Plan)
+    plan.tensorflow_requirement = tensorflow_requirement
     plan.skbuild_settings, plan.compiler_command = dict(skbuild_settings or {}), ["/usr/bin/c++"]
     plan.compiler, plan.architecture, plan.cross = plan.compiler_command[0], "x86_64", False
     monkeypatch.setattr(plan, "describe_releases", lambda: [release], raising=False)
@@ -255,6 +298,9 @@ def test_builds_for_different_tensorflow_releases_never_share_a_build_directory(
     # The same release found in another place (pip's build environment, then the venv).
     elsewhere = dict(installed, include_dirs=["/elsewhere/include"])
     assert build_dir(elsewhere) == build_dir(installed)
+    # The same release from another distribution (tf-nightly's wheel requires no tensorflow).
+    nightly = build_directory(monkeypatch, installed, tensorflow_requirement="")
+    assert nightly != build_dir(installed)
 
 
 def passes_user_flags(variable: str) -> bool:
@@ -485,6 +531,70 @@ def test_a_source_build_refuses_tensorflow_older_than_the_supported_range(tmp_pa
     assert "Building wheel for tf_stopgrad" not in output, "it compiled before refusing"
 
 
+NEXT_MINOR = f"{OLDEST_MAJOR}.{NEWEST_SUPPORTED_MINOR + 1}"
+INSTALLED_TENSORFLOWS = {  # what a user may have installed: distribution, version
+    "newest": ("tensorflow", f"{OLDEST_MAJOR}.{NEWEST_SUPPORTED_MINOR}.1"),
+    "oldest, CPU only": ("tensorflow-cpu", f"{OLDEST_MAJOR}.{OLDEST_MINOR}.0"),
+    "next minor's candidate": ("tensorflow", f"{NEXT_MINOR}.0rc0"),
+    "nightly": ("tf-nightly", f"{OLDEST_MAJOR}.{NEWEST_SUPPORTED_MINOR + 2}.0.dev20261026"),
+}
+
+
+@pytest.mark.parametrize(("distribution", "version"), INSTALLED_TENSORFLOWS.values(),
+                         ids=INSTALLED_TENSORFLOWS)  # fmt: skip
+def test_a_source_build_requires_nothing_that_would_make_pip_replace_the_installed_tensorflow(
+    distribution, version
+):
+    import tf_stopgrad_build
+    from packaging.requirements import Requirement
+
+    requirement = tf_stopgrad_build._requirement_keeping(distribution, version)
+
+    if distribution != "tensorflow":  # naming tensorflow would install it over theirs
+        assert requirement == ""
+        return
+    required = Requirement(requirement)
+    assert required.name == "tensorflow"
+    # pip keeps an installed pre-release that a requirement's range holds, as here.
+    assert required.specifier.contains(version, prereleases=True)
+    assert required.specifier.contains(f"{OLDEST_MAJOR}.{OLDEST_MINOR}.0")
+    assert not required.specifier.contains(TOO_OLD + ".0")
+    newest_taken = max(Version(version).release[:2], (OLDEST_MAJOR, NEWEST_SUPPORTED_MINOR))
+    assert not required.specifier.contains(f"{newest_taken[0]}.{newest_taken[1] + 1}.0")
+    if Version(version).release[:2] <= (OLDEST_MAJOR, NEWEST_SUPPORTED_MINOR):
+        assert required.specifier == Requirement(supported_tensorflow.requirement()).specifier
+
+
+@pytest.mark.parametrize("requirement", ["tensorflow>=2.15,<2.24", ""])
+def test_a_wheel_given_another_tensorflow_requirement_keeps_its_record_true(requirement, tmp_path):
+    import tf_stopgrad_build
+
+    metadata = (b"Metadata-Version: 2.1\nName: x\nRequires-Dist: tensorflow<2.22,>=2.15\n"
+                b"Requires-Dist: tensorflow-text; extra == 'text'\n")
+    wheel = tmp_path / "x-1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("x/__init__.py", "")
+        archive.writestr("x-1.dist-info/METADATA", metadata)
+        archive.writestr("x-1.dist-info/RECORD", "x/__init__.py,,0\nx-1.dist-info/METADATA,"
+                         "sha256=stale,1\nx-1.dist-info/RECORD,,\n")  # fmt: skip
+
+    tf_stopgrad_build._require_in_wheel(wheel, requirement)
+
+    with zipfile.ZipFile(wheel) as archive:
+        rewritten = archive.read("x-1.dist-info/METADATA")
+        record = archive.read("x-1.dist-info/RECORD").decode().splitlines()
+        assert archive.namelist() == ["x/__init__.py", "x-1.dist-info/METADATA",
+                                      "x-1.dist-info/RECORD"]  # fmt: skip
+    replaced = f"Requires-Dist: {requirement}\n" if requirement else ""
+    assert rewritten == metadata.replace(b"Requires-Dist: tensorflow<2.22,>=2.15\n",
+                                         replaced.encode())  # fmt: skip
+    # PEP 376's RECORD: urlsafe base64 of the SHA-256, unpadded, then the size.
+    digest = base64.urlsafe_b64encode(hashlib.sha256(rewritten).digest()).rstrip(b"=").decode()
+    assert record == ["x/__init__.py,,0",
+                      f"x-1.dist-info/METADATA,sha256={digest},{len(rewritten)}",
+                      "x-1.dist-info/RECORD,,"]  # fmt: skip
+
+
 @pytest.mark.slow
 @pytest.mark.compiler
 def test_two_builds_at_once_from_a_checkout_whose_path_has_a_space_quote_and_dollar(tmp_path):
@@ -506,7 +616,7 @@ def test_two_builds_at_once_from_a_checkout_whose_path_has_a_space_quote_and_dol
     with zipfile.ZipFile(wheels[0]) as archive:
         record = json.loads(archive.read("tf_stopgrad/_build_record.json"))
     (library,) = record["libraries"].values()
-    assert library["tf_version"] == tf.__version__
+    assert Version(library["tf_version"]) == Version(tf.__version__)
     assert wheels[0].read_bytes() == wheels[1].read_bytes(), "two builds of one checkout differ"
 
 
@@ -629,10 +739,12 @@ RECORDED = REPO_ROOT / "build_backend" / "tensorflow_wheels.sha256"
 def test_the_wheels_lane_s_tensorflow_wheels_each_have_a_recorded_sha256():
     """The wheels lane (bookworm's Python 3.11) downloads, for each supported minor, its newest
     patch release's wheel for both architectures (2.15's aarch64 one a shell that leads to
-    tensorflow-cpu-aws): each is in the table, with a SHA-256."""
+    tensorflow-cpu-aws): each is in the table, with a SHA-256; but the newest minor's may not be
+    yet, on the day it is added (CONTRIBUTING.md, "Adding a TensorFlow minor": three files)."""
     recorded = dict(line.split()[::-1] for line in RECORDED.read_text().splitlines())
     assert all(re.fullmatch(r"[0-9a-f]{64}", digest) for digest in recorded.values())
-    for major, minor in supported_tensorflow.minors():
+    *recorded_minors, newest = supported_tensorflow.minors()
+    for major, minor in recorded_minors:
         for architecture in ("x86_64", "aarch64"):
             wheel = rf"tensorflow-{major}\.{minor}\.\d+-cp311-cp311-manylinux\S*_{architecture}"
             wheel += r"\.whl"
@@ -642,7 +754,9 @@ def test_the_wheels_lane_s_tensorflow_wheels_each_have_a_recorded_sha256():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dated", [False, True])
-def test_a_downloaded_tensorflow_wheel_must_have_its_recorded_sha256(tmp_path, monkeypatch, dated):
+def test_a_downloaded_tensorflow_wheel_must_have_its_recorded_sha256(
+    tmp_path, monkeypatch, capfd, dated
+):
     name, digest = RECORDED.read_text().splitlines()[0].split()[::-1]
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000") if dated else monkeypatch.delenv(
         "SOURCE_DATE_EPOCH", raising=False)  # fmt: skip
@@ -652,14 +766,13 @@ def test_a_downloaded_tensorflow_wheel_must_have_its_recorded_sha256(tmp_path, m
                        rf"not {digest} as build_backend/tensorflow_wheels\.sha256 records"):
         tensorflow_wheels._download("tensorflow==2.15.*", "x86_64", tmp_path / "dest")
 
-    # A wheel the table does not name: refused in a dated build, which promises the same bytes.
+    # A wheel the table does not name (a new minor's, a new patch release's) is no re-upload:
+    # built against, with a note that says which line to add.
     unrecorded = "tensorflow-2.99.0-cp311-cp311-manylinux_2_27_x86_64.whl"
     (tmp_path / "other").mkdir()
     monkeypatch.setattr(tensorflow_wheels, "_PIP", fake_pip_download(tmp_path, unrecorded, b"new"))
-    if dated:
-        with pytest.raises(SystemExit, match=f"{unrecorded} is not in build_backend/tensorflow_"
-                           r"wheels\.sha256, which a dated build \(SOURCE_DATE_EPOCH\) requires"):
-            tensorflow_wheels._download("tensorflow", "x86_64", tmp_path / "other")
-    else:
-        downloaded = tensorflow_wheels._download("tensorflow", "x86_64", tmp_path / "other")
-        assert downloaded == tmp_path / "other" / unrecorded
+    downloaded = tensorflow_wheels._download("tensorflow", "x86_64", tmp_path / "other")
+    assert downloaded == tmp_path / "other" / unrecorded
+    new_digest = hashlib.sha256(b"new").hexdigest()
+    assert (f"{unrecorded} is not in build_backend/tensorflow_wheels.sha256: its bytes are not "
+            f"checked. Add its line, '{new_digest}  {unrecorded}'") in capfd.readouterr().err

@@ -11,7 +11,7 @@ import tensorflow as tf
 from support import REPO_ROOT, environment_with_tensorflow_logging, needs_gpu, run_command
 
 import tf_stopgrad
-from tf_stopgrad.__main__ import SELF_CHECKS
+from tf_stopgrad.__main__ import SELF_CHECKS, _untested
 from tf_stopgrad._progress import LOG_LINES, Progress
 
 # TensorFlow's C++ log lines: absl's format ("E0000 00:00:1795... 123 cuda_platform.cc:52]"),
@@ -40,6 +40,24 @@ def test_main_job_reports_and_passes_its_self_check(main_job):
     assert f"TensorFlow at run time : {tf.__version__}" in main_job.stdout
     assert "All checks passed." in main_job.stdout
     assert "FAILED" not in main_job.stdout
+
+
+@pytest.mark.parametrize("minors_past_the_newest", [0, 1, 2])
+def test_the_report_calls_a_tensorflow_newer_than_the_tested_releases_untested(
+    minors_past_the_newest, monkeypatch
+):
+    tested = tf_stopgrad.build_info()["tested_tf_versions"]
+    major, newest = (int(part) for part in tested.rpartition("-")[2].split("."))
+    running = f"{major}.{newest + minors_past_the_newest}.0"
+    monkeypatch.setattr(tf, "__version__", running + ("-rc0" if minors_past_the_newest else ""))
+
+    said = _untested(tested)
+
+    if minors_past_the_newest:
+        assert said == f" (untested: tf_stopgrad {tf_stopgrad.__version__} is tested with " \
+                       f"TensorFlow {tested})"
+    else:
+        assert said == ""
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 from packaging.requirements import Requirement
+from packaging.version import Version
 from support import REPO_ROOT
 
 import tf_stopgrad
@@ -39,9 +40,10 @@ def test_version_flows_from_pyproject_into_the_build():
 
 def test_build_record_matches_the_running_tensorflow():
     info = tf_stopgrad.build_info()
-    assert info["tf_version"] == tf.__version__
+    assert Version(info["tf_version"]) == Version(tf.__version__)
     assert info["cxx11_abi"] == tf.sysconfig.CXX11_ABI_FLAG
     assert info["compiler"]
+    assert info["tested_tf_versions"] == supported_tensorflow.describe()
 
 
 def test_each_language_names_the_op_types_the_library_registers():
@@ -125,8 +127,19 @@ def manylinux_symbol_versions(glibc: tuple[int, int]) -> dict[str, str]:
             for prefix in ("GLIBC", "GLIBCXX", "CXXABI")}  # fmt: skip
 
 
+def installed_from_a_release_wheel() -> bool:
+    """Whether the installed tf_stopgrad is a wheel as the release builds it, by the pinned
+    toolchain, tagged manylinux; not a source build, for this machine alone."""
+    wheel = importlib.metadata.distribution("tf_stopgrad").read_text("WHEEL") or ""
+    return any(line.startswith("Tag:") and "manylinux" in line for line in wheel.splitlines())
+
+
 def test_the_op_library_needs_no_newer_glibc_or_libstdcxx_than_its_tensorflow():
-    # Wherever this TensorFlow installs, its op library loads.
+    # Wherever this TensorFlow installs, a release wheel's op library loads. A source build's
+    # needs what its compiler gives (Debian forky's g++ 16: GLIBCXX_3.4.32), and it loaded here.
+    if not installed_from_a_release_wheel():
+        assert tf_stopgrad.stop_gradient(tf.constant(1.0)).numpy() == 1.0
+        return
     needed = needed_symbol_versions(tf_stopgrad.library_path())
     allowed = manylinux_symbol_versions(tensorflow_platform_floor())
     too_new = {prefix: version for prefix, version in needed.items()
@@ -173,12 +186,23 @@ def test_op_names_are_namespaced_not_the_builtin_names():
         assert namespace == "TfStopgrad" and name in ("StopGradient", "PreventGradient")
 
 
-def test_runtime_requirement_is_the_supported_range_written_in_pyproject():
-    # Also what every wheel and the sdist say, so pip never swaps the user's TensorFlow for
-    # the one a cached wheel was built against.
+def test_runtime_requirement_keeps_the_installed_tensorflow():
+    # A release wheel requires the supported range written in pyproject, never the release it
+    # was built against, so pip never swaps the user's TensorFlow for a cached wheel's; a source
+    # build, that range widened to the installed TensorFlow, or none for another distribution
+    # than tensorflow (BUILD_NOTES.md, "A TensorFlow newer than the range").
+    import tf_stopgrad_build
+
     requires = importlib.metadata.requires("tf_stopgrad")
-    (tensorflow,) = [Requirement(r) for r in requires if "extra" not in r]
-    assert tensorflow == Requirement(supported_tensorflow.requirement())
+    tensorflow = [Requirement(r) for r in requires if "extra" not in r]
+    if installed_from_a_release_wheel():
+        assert tensorflow == [Requirement(supported_tensorflow.requirement())]
+        return
+    distribution = importlib.metadata.packages_distributions()["tensorflow"][0]
+    version = importlib.metadata.version(distribution)
+    keeping = tf_stopgrad_build._requirement_keeping(distribution, version)
+    assert tensorflow == ([Requirement(keeping)] if keeping else [])
+    assert all(required.specifier.contains(version, prereleases=True) for required in tensorflow)
 
 
 def test_installed_files():

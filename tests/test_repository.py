@@ -91,10 +91,11 @@ def test_license_file_is_the_license_pyproject_and_the_pom_name():
 
 def test_ci_workflow_runs_the_wheels_then_a_job_for_each_lane_that_run_lists():
     workflow = (WORKFLOWS / "ci.yml").read_text()
-    argument = r'(?: +(?:--[\w-]+|"\$LANE"|\w+))'
+    argument = r'(?: +(?:--[\w-]+|"\$LANE"|"\$\{LANES\}"|\w+))'
     calls = [call.strip() for script in run_blocks(workflow)
              for call in re.findall(rf"\.ci/run({argument}*)", script)]  # fmt: skip
-    assert calls == ["--list", "wheels", '--prebuilt "$LANE"']
+    assert calls == ['--list "${LANES}"', "wheels", '--prebuilt "$LANE"']
+    assert re.search(r"^  LANES: \$\{\{ inputs\.lanes \}\}$", workflow, re.M)
     matrix = r"^\s+lane: \$\{\{ fromJSON\(needs\.lanes\.outputs\.lanes\) \}\}$"
     assert re.search(matrix, workflow, re.M)
     assert re.search(r"^\s+LANE: \$\{\{ matrix\.lane \}\}$", workflow, re.M)
@@ -390,8 +391,20 @@ def test_nothing_is_public_before_both_registries_have_validated_what_they_take(
     assert "needs.pypi-served.result == 'success'" in jobs["github"]
 
 
+def test_the_scheduled_workflow_runs_ci_s_scheduled_lanes_weekly_and_by_hand():
+    workflow = (WORKFLOWS / "scheduled.yml").read_text()
+    assert re.search(r'^  schedule:\n    - cron: "\d+ \d+ \* \* \d"', workflow, re.M)
+    assert re.search(r"^  workflow_dispatch:$", workflow, re.M)
+    calls_ci = (r"^    uses: \./\.github/workflows/ci\.yml( #.*)?"
+                r"\n    with:\n      lanes: scheduled$")
+    assert re.search(calls_ci, workflow, re.M)
+    tox = (REPO_ROOT / ".ci" / "tox.ini").read_text()
+    scheduled = re.findall(r"^\[testenv:([\w.-]+)\]\n(?:[^\[].*\n)*?labels = scheduled$", tox, re.M)
+    assert scheduled == ["pre", "nightly"]
+
+
 def test_every_job_has_a_timeout():
-    for workflow in ("ci.yml", "release.yml"):
+    for workflow in ("ci.yml", "release.yml", "scheduled.yml"):
         for job, lines in workflow_jobs(workflow).items():
             calls_workflow = re.search(r"^    uses: \./\.github/workflows/", lines, re.M)
             timeout = re.search(r"^    timeout-minutes: \d+( #.*)?$", lines, re.M)
@@ -624,15 +637,15 @@ def test_readme_support_marks_are_what_the_lanes_test():
     default, named = toxfile().lanes()
     readme = (REPO_ROOT / "README.md").read_text()
     newest = supported_minors()[-1][1]
-    columns = ("x86_64", "aarch64", "Python 3.9", "3.11", "3.13")
-    rows = re.findall(r"^\| 2\.(\d+) \|" + r" *([^|]*?) *\|" * 5, readme, re.M)
+    columns = ("x86_64", "aarch64", "Python 3.9", "3.11", "3.13", "3.14")
+    rows = re.findall(r"^\| 2\.(\d+) \|" + r" *([^|]*?) *\|" * 6, readme, re.M)
     assert len(rows) == len(supported_minors())
     for minor, *cells in rows:
         tested = "✓" if f"tf2.{minor}" in default or int(minor) == newest else ""  # source lane
         emulated = f"tf2.{minor}-aarch64"
         lanes = (tested, "✓" if emulated in default else "○" if emulated in named else "",
                  "✓" if f"tf2.{minor}-bullseye" in default else "", tested,
-                 "✓" if f"tf2.{minor}-trixie" in default else "")  # fmt: skip
+                 "✓" if f"tf2.{minor}-trixie" in default else "", "")  # fmt: skip
         # Under Python, ✗ (no TensorFlow wheel for that pair) is as untested as a blank.
         marks = [cell.replace("✗", "") if column[0] in "P3" else cell
                  for column, cell in zip(columns, cells)]  # fmt: skip

@@ -86,7 +86,7 @@ SELF_CHECKS: dict[str, Callable[[], bool]] = {
 def report() -> int:
     info = tf_stopgrad.build_info()
     print(f"tf_stopgrad {tf_stopgrad.__version__}")
-    print(f"  TensorFlow at run time : {tf.__version__}")
+    print(f"  TensorFlow at run time : {tf.__version__}{_untested(info['tested_tf_versions'])}")
     print(f"  built against          : TensorFlow {info['tf_version']} with {info['compiler']}")
     print(f"  _GLIBCXX_USE_CXX11_ABI : {info['cxx11_abi']}")
     print(f"  op library             : {tf_stopgrad.library_path()}")
@@ -113,6 +113,16 @@ def report() -> int:
     passed = checks_passed and demo_status == 0
     print("All checks passed." if passed else "Some checks FAILED.")
     return 0 if passed else 1
+
+
+def _untested(tested: str) -> str:
+    """Words for the report where the running TensorFlow is newer than ``tested`` (X.A-X.B),
+    the releases this version of tf_stopgrad is tested with: a source build runs on it."""
+    running = tuple(int(part) for part in tf.__version__.split(".")[:2])
+    newest = tested.rpartition("-")[2]
+    if not newest or running <= tuple(int(part) for part in newest.split(".")):
+        return ""
+    return f" (untested: tf_stopgrad {tf_stopgrad.__version__} is tested with TensorFlow {tested})"
 
 
 def _run_check(check: Callable[[], bool]) -> bool:

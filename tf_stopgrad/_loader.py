@@ -53,6 +53,8 @@ def build_info() -> dict[str, Any]:
         "compiler": record["compiler"],
         "library_name": library["file"],
         "tf_versions": [entry["tf_version"] for entry in _libraries_by_minor().values()],
+        # The supported range this version is tested with (X.A-X.B); "" from a bare CMake build.
+        "tested_tf_versions": record.get("tested", ""),
         "stop_gradient_op": STOP_GRADIENT_OP,
         "prevent_gradient_op": PREVENT_GRADIENT_OP,
         "builtin_op_types": dict(BUILTIN_OP_TYPES),
