@@ -203,7 +203,7 @@ def _parse_releases(requested: str) -> list[tuple[int, int]]:
     return sorted(set(wanted))
 
 
-def _check_supported(version: str, requirement: str) -> None:
+def _check_supported(version: str, requirement: str | None) -> None:
     minor = Version(version).release[:2]
     supported = supported_tensorflow.minors()
     span = supported_tensorflow.describe()
@@ -221,17 +221,19 @@ def _check_supported(version: str, requirement: str) -> None:
               file=sys.stderr)  # fmt: skip
 
 
-def _requirement_keeping(distribution: str, version: str) -> str:
+def _requirement_keeping(distribution: str, version: str) -> str | None:
     """What a wheel built against an installed TensorFlow requires of TensorFlow, so that pip
-    keeps that TensorFlow: for ``tensorflow``, the supported range widened to its minor (a
-    release candidate of the next minor included); for another distribution (tensorflow-cpu,
-    tf-nightly), nothing, "" (a requirement names one distribution, and ``tensorflow`` would be
-    installed over theirs). BUILD_NOTES.md, "A TensorFlow newer than the range", says why."""
+    keeps that TensorFlow, where it is not pyproject.toml's range (None): for ``tensorflow``
+    newer than the range, the range widened to its minor (a release candidate of the next minor
+    included); for another distribution (tensorflow-cpu, tf-nightly), nothing, "" (a
+    requirement names one distribution, and ``tensorflow`` would be installed over theirs).
+    BUILD_NOTES.md, "A TensorFlow newer than the range", says why."""
     if distribution != "tensorflow":
         return ""
     (major, oldest), *_, (_, newest) = supported_tensorflow.minors()
-    newest = max(newest, Version(version).release[1])
-    return f"tensorflow>={major}.{oldest},<{major}.{newest + 1}"
+    if Version(version).release[:2] <= (major, newest):
+        return None  # the build reuses a wheel made before this TensorFlow was installed
+    return f"tensorflow>={major}.{oldest},<{major}.{Version(version).release[1] + 1}"
 
 
 @functools.cache
