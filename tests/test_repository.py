@@ -507,6 +507,7 @@ def test_readme_support_marks_are_what_the_lanes_test():
     columns = ("x86_64", "aarch64", "Python 3.9", "3.11", "3.13")
     rows = re.findall(r"^\| 2\.(\d+) \|" + r" *([^|]*?) *\|" * 5, readme, re.M)
     assert len(rows) == len(supported_minors())
+    differing = []
     for minor, *cells in rows:
         tested = "✓" if f"tf2.{minor}" in default or int(minor) == newest else ""  # source lane
         emulated = f"tf2.{minor}-aarch64"
@@ -516,7 +517,43 @@ def test_readme_support_marks_are_what_the_lanes_test():
         # Under Python, ✗ (no TensorFlow wheel for that pair) is as untested as a blank.
         marks = [cell.replace("✗", "") if column[0] in "P3" else cell
                  for column, cell in zip(columns, cells)]  # fmt: skip
-        assert dict(zip(columns, marks)) == dict(zip(columns, lanes)), f"README's 2.{minor} row"
+        readme_marks, lane_marks = dict(zip(columns, marks)), dict(zip(columns, lanes))
+        if readme_marks != lane_marks:
+            differing.append(f"README's 2.{minor} row {readme_marks}, the lanes' {lane_marks}")
+    assert differing == [], "\n".join(differing)
+
+
+def test_the_readme_s_tests_are_what_a_lane_runs_on_what_the_source_lane_installs():
+    """The README's quick start: the extras the source lane installs from the checkout, and the
+    pytest selection of one of .ci/tox.ini's lanes, so what it tells a user to run, CI runs."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    quick_start = FENCED_CODE.search(readme)
+    assert quick_start, "README.md has no quick start"
+    command = r'^pip install "\.\[([\w,]+)\]" && pytest ([^#\n]*?) *#'
+    [(extras, selection)] = re.findall(command, quick_start.group(0), re.M)
+    config = ConfigParser(interpolation=None)
+    config.read(REPO_ROOT / ".ci" / "tox.ini")
+    selections = {}
+    for section in config.sections():
+        default = re.search(r"\{posargs:(.*)\}", config[section].get("commands", ""), re.S)
+        if default:
+            selections[section] = " ".join(default.group(1).replace("\\\n", " ").split())
+    assert selection in selections.values(), f"pytest {selection} is no lane's: {selections}"
+    lanes = (REPO_ROOT / ".ci" / "lanes").read_text()
+    source = lanes[lanes.index("lane_source() {") :]
+    assert re.search(rf"^ +EXTRAS={re.escape(extras)}$", source[: source.index("\n}")], re.M)
+
+
+def test_the_readme_names_the_cache_the_build_unpacks_releases_into(monkeypatch, tmp_path):
+    sys.path.insert(0, str(REPO_ROOT / "build_backend"))
+    import tensorflow_wheels
+
+    for variable in ("TF_STOPGRAD_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    relative = tensorflow_wheels.cache_dir().relative_to(tmp_path)
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert f"`~/{relative}`" in readme and f"`rm -rf ~/{relative}`" in readme
 
 
 MARKDOWN_FILES = sorted([*REPO_ROOT.glob("*.md"), *(REPO_ROOT / "docs").glob("*.md")])
@@ -675,12 +712,26 @@ def test_every_tool_ci_installs_is_pinned_with_hashes_that_every_install_require
                 assert pinned == version, f"[{section}] {dep}: constraints.txt has {pinned}"
 
 
+def test_the_quick_loop_lints_on_the_python_constraints_txt_is_resolved_for():
+    """CONTRIBUTING's lint lines install constraints.txt's tools, which pip finds pinned, with
+    their hashes, only on the Python it was resolved for and later ones (mypy 2 needs 3.10, and
+    below 3.11 it needs tomli, which has no pin)."""
+    constraints_header = (REPO_ROOT / ".ci" / "constraints.txt").read_text()
+    [python] = re.findall(r"--python-version (3\.\d+)", constraints_header)
+    contributing = (REPO_ROOT / "CONTRIBUTING.md").read_text()
+    quick_loop = re.search(r"^## The quick loop\n(.*?)^## ", contributing, re.M | re.S)
+    assert quick_loop, "CONTRIBUTING.md has no quick loop"
+    assert f"on Python {python}+" in quick_loop.group(1), "the lint lines' comment names no Python"
+    assert f"need Python {python} or newer" in quick_loop.group(1)
+
+
 @pytest.mark.slow
 def test_hashed_gives_pip_the_pin_and_its_hashes_and_pip_26_comes_first():
-    """A pip before 26 takes no hash from a constraints file, and so refuses what constraints.txt
-    requires: .ci/lanes' hashed hands pip one pin with its hashes, as a requirements file; the
-    toolchain installs pip 26 that way before the build tools, the Debian lanes CMake (bullseye's
-    Python 3.9 has no pip 26); .ci/run installs pip 26 first."""
+    """A pip before 26.1 takes no hash from a constraints file, and so refuses what
+    constraints.txt requires: .ci/lanes' hashed hands pip one pin with its hashes, as a
+    requirements file; the toolchain installs the pinned pip that way before the build tools, the
+    Debian lanes CMake (bullseye's Python 3.9 gets no pip past 26.0.1); .ci/run installs the
+    pinned pip first."""
     lanes = (REPO_ROOT / ".ci" / "lanes").read_text()
     [hashed] = re.findall(r"^hashed\(\) \{.*\}$", lanes, re.M)
     script = f'{hashed}\nhashed "$1" sh -c cat stand-in'  # cat: what pip would read
