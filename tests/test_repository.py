@@ -544,6 +544,15 @@ def test_the_readme_s_tests_are_what_a_lane_runs_on_what_the_source_lane_install
     assert re.search(rf"^ +EXTRAS={re.escape(extras)}$", source[: source.index("\n}")], re.M)
 
 
+def test_the_readme_s_command_for_the_same_bytes_runs_the_lane_that_compares_them():
+    readme = (REPO_ROOT / "README.md").read_text()
+    [lane] = re.findall(r"same bytes anywhere: `bash \.ci/run (\w+)`", readme)
+    lanes = (REPO_ROOT / ".ci" / "lanes").read_text()
+    body = lanes[lanes.index(f"lane_{lane}() {{") :]
+    body = body[: body.index("\n}")]
+    assert 'step "the same bytes from another path"' in body and "sha256sum" in body
+
+
 def test_the_readme_names_the_cache_the_build_unpacks_releases_into(monkeypatch, tmp_path):
     sys.path.insert(0, str(REPO_ROOT / "build_backend"))
     import tensorflow_wheels
