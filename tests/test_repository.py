@@ -553,6 +553,21 @@ def test_the_readme_s_command_for_the_same_bytes_runs_the_lane_that_compares_the
     assert 'step "the same bytes from another path"' in body and "sha256sum" in body
 
 
+def test_the_readme_s_java_build_names_ci_s_jdk_and_each_tested_tensorflow_java_s_minor():
+    readme = (REPO_ROOT / "README.md").read_text()
+    java = re.search(r"^\*\*Java\.\*\* (.*?)\n\n", readme, re.M | re.S)
+    assert java, "README.md has no Java paragraph"
+    ci = (WORKFLOWS / "ci.yml").read_text()
+    [major] = re.findall(r'java-version: "(\d+)\.', ci)
+    assert f"JDK {major}" in java.group(1)
+    loader = (REPO_ROOT / "java/src/main/java/org/tfstopgrad/TfStopgrad.java").read_text()
+    tested = re.search(r"Map\.of\(([^)]*)\)", loader)
+    assert tested, "TfStopgrad.java has no table of the tested TensorFlow Java releases"
+    pairs = re.findall(r'"([\d.]+)", "([\d.]+)"', tested.group(1))
+    written = "; ".join(f"{release}: {minor}" for release, minor in pairs)
+    assert len(pairs) >= 2 and written in java.group(1), written
+
+
 def test_the_readme_names_the_cache_the_build_unpacks_releases_into(monkeypatch, tmp_path):
     sys.path.insert(0, str(REPO_ROOT / "build_backend"))
     import tensorflow_wheels
