@@ -20,6 +20,12 @@ _checkout = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != _checkout]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+# Keras imports matplotlib with TensorFlow when it is installed (the examples extra). On Python
+# 3.9, pip's matplotlib (3.9) calls names that pyparsing 3.3 deprecates, and warnings are errors:
+# ignored here for this import, and by pytest_configure for the tests that plot.
+MATPLOTLIB_DEPRECATIONS = "ignore::DeprecationWarning:matplotlib.*"
+warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"matplotlib\.")
+
 import tensorflow as tf  # noqa: E402
 
 import tf_stopgrad  # noqa: E402
@@ -55,6 +61,10 @@ for _name in _COMPILERS:
         + (f'exec "{_real}" "$@"\n' if _real else f"echo '{_name}: not found' >&2; exit 127\n")
     )
     (_stand_ins / _name).chmod(0o755)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("filterwarnings", MATPLOTLIB_DEPRECATIONS)
 
 
 def pytest_unconfigure(config):

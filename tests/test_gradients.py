@@ -198,6 +198,15 @@ def test_prevent_gradient_raises_like_builtin_with_message(differentiate):
     assert ours.type is builtin.type
 
 
+@pytest.mark.parametrize("differentiate", [eager_tape_gradient, function_tape_gradient],
+                         ids=lambda f: f.__name__)  # fmt: skip
+def test_prevent_gradient_error_on_a_tape_names_the_op_alone(differentiate):
+    # A tape's gradient function gets no node name: docs/parity.md quotes both forms.
+    expected = f"{BUILTIN_WORDING}sampled (op {tf_stopgrad.PREVENT_GRADIENT_OP})"
+    with pytest.raises(RAISED[differentiate], match=re.escape(expected)):
+        differentiate(lambda x: tf_stopgrad.prevent_gradient(x, "sampled", name="labels"))
+
+
 def test_prevent_gradient_error_names_the_op_and_node_in_graphs():
     expected = f"{BUILTIN_WORDING}sampled (op {tf_stopgrad.PREVENT_GRADIENT_OP}, node 'labels')"
     with tf.Graph().as_default():

@@ -125,25 +125,28 @@ def test_every_artifact_is_written_again_by_a_re_run_and_no_script_hides_an_exit
     """A re-run is the same workflow run, where upload-artifact refuses a name it has unless told
     to overwrite it; a process substitution's status is lost (`diff <(a) <(b)` passes when both
     fail)."""
+    uploading = []
     for workflow in sorted(WORKFLOWS.glob("*.yml")):
         text = workflow.read_text()
         uploads = re.split(r"uses: actions/upload-artifact@", text)[1:]
-        assert uploads and all(re.match(r".*\n\s+(?:with: \{.*, )?overwrite: true\b", upload,
-                                        re.S) for upload in uploads), workflow.name  # fmt: skip
+        uploading += [workflow.name] if uploads else []
+        assert all(re.match(r".*\n\s+(?:with: \{.*, )?overwrite: true\b", upload, re.S)
+                   for upload in uploads), workflow.name  # fmt: skip
         assert not [script for script in run_blocks(text) if "<(" in script], workflow.name
+    assert uploading == ["ci.yml", "release.yml"]  # scheduled.yml's are ci.yml's
 
 
 def test_setup_python_takes_one_patch_release():
     """setup-python given a full version, X.Y.Z, not a minor whose patch floats."""
-    for workflow in sorted(WORKFLOWS.glob("*.yml")):
-        text = workflow.read_text()
+    for workflow in ("ci.yml", "release.yml"):  # scheduled.yml runs ci.yml's jobs
+        text = (WORKFLOWS / workflow).read_text()
         variables = dict(re.findall(r"^  ([A-Z_]+): \"?([^\"\s]*)\"?", text, re.M))
         versions = re.findall(r"uses: actions/setup-python@.*\n(?:\s+.*\n)*?\s+python-version: "
                               r"\"?([^\"\n]*)\"?", text)  # fmt: skip
-        assert versions, workflow.name
+        assert versions, workflow
         for version in versions:
             version = variables.get(version.removeprefix("${{ env.").removesuffix(" }}"), version)
-            assert re.fullmatch(r"3\.\d+\.\d+", version), f"{workflow.name}: python {version}"
+            assert re.fullmatch(r"3\.\d+\.\d+", version), f"{workflow}: python {version}"
 
 
 def test_every_document_that_promises_the_same_bytes_says_for_how_long():
@@ -640,6 +643,7 @@ def test_readme_support_marks_are_what_the_lanes_test():
     columns = ("x86_64", "aarch64", "Python 3.9", "3.11", "3.13", "3.14")
     rows = re.findall(r"^\| 2\.(\d+) \|" + r" *([^|]*?) *\|" * 6, readme, re.M)
     assert len(rows) == len(supported_minors())
+    differing = []
     for minor, *cells in rows:
         tested = "✓" if f"tf2.{minor}" in default or int(minor) == newest else ""  # source lane
         emulated = f"tf2.{minor}-aarch64"
@@ -649,7 +653,67 @@ def test_readme_support_marks_are_what_the_lanes_test():
         # Under Python, ✗ (no TensorFlow wheel for that pair) is as untested as a blank.
         marks = [cell.replace("✗", "") if column[0] in "P3" else cell
                  for column, cell in zip(columns, cells)]  # fmt: skip
-        assert dict(zip(columns, marks)) == dict(zip(columns, lanes)), f"README's 2.{minor} row"
+        readme_marks, lane_marks = dict(zip(columns, marks)), dict(zip(columns, lanes))
+        if readme_marks != lane_marks:
+            differing.append(f"README's 2.{minor} row {readme_marks}, the lanes' {lane_marks}")
+    assert differing == [], "\n".join(differing)
+
+
+def test_the_readme_s_tests_are_what_a_lane_runs_on_what_the_source_lane_installs():
+    """The README's quick start: the extras the source lane installs from the checkout, and the
+    pytest selection of one of .ci/tox.ini's lanes, so what it tells a user to run, CI runs."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    quick_start = FENCED_CODE.search(readme)
+    assert quick_start, "README.md has no quick start"
+    command = r'^pip install "\.\[([\w,]+)\]" && pytest ([^#\n]*?) *#'
+    [(extras, selection)] = re.findall(command, quick_start.group(0), re.M)
+    config = ConfigParser(interpolation=None)
+    config.read(REPO_ROOT / ".ci" / "tox.ini")
+    selections = {}
+    for section in config.sections():
+        default = re.search(r"\{posargs:(.*)\}", config[section].get("commands", ""), re.S)
+        if default:
+            selections[section] = " ".join(default.group(1).replace("\\\n", " ").split())
+    assert selection in selections.values(), f"pytest {selection} is no lane's: {selections}"
+    lanes = (REPO_ROOT / ".ci" / "lanes").read_text()
+    source = lanes[lanes.index("lane_source() {") :]
+    assert re.search(rf"^ +EXTRAS={re.escape(extras)}$", source[: source.index("\n}")], re.M)
+
+
+def test_the_readme_s_command_for_the_same_bytes_runs_the_lane_that_compares_them():
+    readme = (REPO_ROOT / "README.md").read_text()
+    [lane] = re.findall(r"same bytes anywhere: `bash \.ci/run (\w+)`", readme)
+    lanes = (REPO_ROOT / ".ci" / "lanes").read_text()
+    body = lanes[lanes.index(f"lane_{lane}() {{") :]
+    body = body[: body.index("\n}")]
+    assert 'step "the same bytes from another path"' in body and "sha256sum" in body
+
+
+def test_the_readme_s_java_build_names_ci_s_jdk_and_each_tested_tensorflow_java_s_minor():
+    readme = (REPO_ROOT / "README.md").read_text()
+    java = re.search(r"^\*\*Java\.\*\* (.*?)\n\n", readme, re.M | re.S)
+    assert java, "README.md has no Java paragraph"
+    ci = (WORKFLOWS / "ci.yml").read_text()
+    [major] = re.findall(r'java-version: "(\d+)\.', ci)
+    assert f"JDK {major}" in java.group(1)
+    loader = (REPO_ROOT / "java/src/main/java/org/tfstopgrad/TfStopgrad.java").read_text()
+    tested = re.search(r"Map\.of\(([^)]*)\)", loader)
+    assert tested, "TfStopgrad.java has no table of the tested TensorFlow Java releases"
+    pairs = re.findall(r'"([\d.]+)", "([\d.]+)"', tested.group(1))
+    written = "; ".join(f"{release}: {minor}" for release, minor in pairs)
+    assert len(pairs) >= 2 and written in java.group(1), written
+
+
+def test_the_readme_names_the_cache_the_build_unpacks_releases_into(monkeypatch, tmp_path):
+    sys.path.insert(0, str(REPO_ROOT / "build_backend"))
+    import tensorflow_wheels
+
+    for variable in ("TF_STOPGRAD_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    relative = tensorflow_wheels.cache_dir().relative_to(tmp_path)
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert f"`~/{relative}`" in readme and f"`rm -rf ~/{relative}`" in readme
 
 
 MARKDOWN_FILES = sorted([*REPO_ROOT.glob("*.md"), *(REPO_ROOT / "docs").glob("*.md")])
@@ -808,12 +872,26 @@ def test_every_tool_ci_installs_is_pinned_with_hashes_that_every_install_require
                 assert pinned == version, f"[{section}] {dep}: constraints.txt has {pinned}"
 
 
+def test_the_quick_loop_lints_on_the_python_constraints_txt_is_resolved_for():
+    """CONTRIBUTING's lint lines install constraints.txt's tools, which pip finds pinned, with
+    their hashes, only on the Python it was resolved for and later ones (mypy 2 needs 3.10, and
+    below 3.11 it needs tomli, which has no pin)."""
+    constraints_header = (REPO_ROOT / ".ci" / "constraints.txt").read_text()
+    [python] = re.findall(r"--python-version (3\.\d+)", constraints_header)
+    contributing = (REPO_ROOT / "CONTRIBUTING.md").read_text()
+    quick_loop = re.search(r"^## The quick loop\n(.*?)^## ", contributing, re.M | re.S)
+    assert quick_loop, "CONTRIBUTING.md has no quick loop"
+    assert f"on Python {python}+" in quick_loop.group(1), "the lint lines' comment names no Python"
+    assert f"need Python {python} or newer" in quick_loop.group(1)
+
+
 @pytest.mark.slow
 def test_hashed_gives_pip_the_pin_and_its_hashes_and_pip_26_comes_first():
-    """A pip before 26 takes no hash from a constraints file, and so refuses what constraints.txt
-    requires: .ci/lanes' hashed hands pip one pin with its hashes, as a requirements file; the
-    toolchain installs pip 26 that way before the build tools, the Debian lanes CMake (bullseye's
-    Python 3.9 has no pip 26); .ci/run installs pip 26 first."""
+    """A pip before 26.1 takes no hash from a constraints file, and so refuses what
+    constraints.txt requires: .ci/lanes' hashed hands pip one pin with its hashes, as a
+    requirements file; the toolchain installs the pinned pip that way before the build tools, the
+    Debian lanes CMake (bullseye's Python 3.9 gets no pip past 26.0.1); .ci/run installs the
+    pinned pip first."""
     lanes = (REPO_ROOT / ".ci" / "lanes").read_text()
     [hashed] = re.findall(r"^hashed\(\) \{.*\}$", lanes, re.M)
     script = f'{hashed}\nhashed "$1" sh -c cat stand-in'  # cat: what pip would read
