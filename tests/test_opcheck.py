@@ -67,11 +67,11 @@ SAYS = {
     "opcheck_needs_known_batch": "fn cannot be traced for an unknown batch dimension ([?, 3]): "
                                  "ValueError: Opcheck>NeedsKnownBatch needs a known batch size",
     "opcheck_reads_first_of_empty": "edge sample 2 (float32[0, 3]: sample 0 with an empty batch) "
-                                    "ends the process with SIGSEGV in tf.function",
+                                    "ends the process with SIGSEGV eagerly",
     "opcheck_divides_by_last_axis": "edge sample 5 (float32[2, 0]: sample 0 with input 0 empty in "
-                                    "axis 1) ends the process with SIGFPE in tf.function",
+                                    "axis 1) ends the process with SIGFPE eagerly",
     "opcheck_checks_rank": "edge sample 6 (float32[]: sample 0 with input 0 a scalar) ends the "
-                           "process with SIGABRT in tf.function (Check failed: context->input(0)"
+                           "process with SIGABRT eagerly (Check failed: context->input(0)"
                            ".dims() >= 1 (",  # then (0 vs. 1), or (1 vs. 0) before TF 2.16's absl
 }  # fmt: skip
 
@@ -114,6 +114,62 @@ def test_an_op_built_wrong_fails_its_check_and_no_other(broken_ops, name):
     assert SAYS[name] in results[BROKEN[name]].reason
 
 
+X23 = FLOAT_SAMPLES[0][0]
+# Ops whose kernels crash (or leave an output unwritten) only where a shape function or another
+# input's refusal hid it: the ordinary samples each is given, and what edges must say of it.
+CRASHING = {
+    "opcheck_checks_required_rank": (
+        [(X23,), (RNG.standard_normal([3, 2]),)],
+        "edge sample 6 (float32[]: sample 0 with input 0 a scalar) ends the process with SIGABRT "
+        "eagerly (Check failed: context->input(0).dims() == 2 ("),
+    "opcheck_reads_past_indices": (
+        [(X23, np.array([1, 0], np.int32))],
+        "edge sample 8 (float32[2, 3], int32[0]: sample 0 with input 1 empty in axis 0) ends the "
+        "process with SIGSEGV eagerly"),
+    "opcheck_overflows_on_largest_count": (
+        [(X23, np.int32(2))],
+        "edge sample 8 (float32[2, 3], int32[]: sample 0 with input 1 at its maximum) ends the "
+        "process with SIG"),
+    "opcheck_leaves_tail_unwritten": (
+        [(X23, X23)],
+        "edge sample 8 (float32[2, 3], float32[0, 3]: sample 0 with input 1 empty in axis 0), "
+        "eagerly twice: output 0: at [0, 0] "),
+    "opcheck_frees_twice_after_empty": (
+        [(X23,)],
+        "edge sample 1 (float32[0, 3]: sample 0 with an empty batch) ends the process with SIGABRT "
+        "eagerly again (free(): double free detected in tcache 2)"),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.core
+@pytest.mark.compiler
+@needs_cmake
+@pytest.mark.parametrize("name", sorted(CRASHING))
+def test_a_crash_that_only_an_eager_call_or_one_extreme_reaches_fails_edges(broken_ops, name):
+    library, path = broken_ops
+    samples, says = CRASHING[name]
+    results = opcheck(getattr(library, name), samples, library=path,
+                      checks=["shape_fn", "crash", "edges", "saved_model"])  # fmt: skip
+
+    assert list(results.failures()) == ["edges"], str(results)  # and this process lives on
+    assert says in results["edges"].reason
+
+
+@pytest.mark.slow
+@pytest.mark.core
+@pytest.mark.compiler
+@needs_cmake
+def test_a_given_sample_the_shape_function_refuses_still_runs_eagerly_and_fails_crash(broken_ops):
+    library, path = broken_ops
+    results = opcheck(library.opcheck_checks_required_rank, FLOAT_SAMPLES[:2], library=path,
+                      checks=["shape_fn", "crash"])  # fmt: skip
+
+    assert str(results["crash"]).startswith(
+        "failed: sample 1 (float64[4]) ends the process with SIGABRT eagerly (Check failed: "
+        "context->input(0).dims() == 2 (")  # then (1 vs. 2), or (2 vs. 1) before TF 2.16's absl
+
+
 @pytest.mark.slow
 @pytest.mark.core
 @pytest.mark.compiler
@@ -125,7 +181,7 @@ def test_a_sample_that_crashes_the_kernel_fails_crash_and_the_others_leave_it_ou
                       library=path, checks=["crash", "modes", "saved_model"])  # fmt: skip
 
     assert str(results["crash"]) == ("failed: sample 1 (float32[0, 3]) ends the process with "
-                                     "SIGSEGV in tf.function")  # fmt: skip
+                                     "SIGSEGV eagerly")  # fmt: skip
     for name in ("modes", "saved_model"):  # this process lives on, and runs sample 0 only
         assert results[name].status == "ok", str(results)
         assert results[name].reason.endswith(
@@ -170,7 +226,7 @@ def checked(op_name: str, side: int) -> OpcheckResults:
 
 
 # The checks that start no process: the emulated aarch64 and ASan lanes run these.
-IN_PROCESS = [name for name in CHECKS if name not in testing.IN_A_FRESH_PROCESS]
+IN_PROCESS = list(testing.IN_PROCESS)
 
 
 @pytest.mark.core

@@ -6,14 +6,14 @@
 
 Each check holds the op, on the author's samples and on edge samples derived from them, to what
 TensorFlow's built-in ops guarantee (docs/opcheck.md: what each means, what to do when it fails).
-A broken op never makes opcheck raise, and a kernel that crashes ends a fresh process, not this
-one. A sample that one check reports (no kernel, a crash) is left out of the others.
+A broken op never makes opcheck raise, and a kernel that crashes ends a fresh process
+(_fresh_process.py, _child.py), not this one.
 
-This file, in order: the API; the samples; ``_Run``, what the checks share; one ``_check_<name>``
-per name in ``CHECKS``, run in that order, each returning its reason for ``ok`` or raising
-``_Verdict``; the fresh process; and the comparisons. A new check is a function there and a name
-in ``CHECKS``: it takes ``run.usable()`` samples, calls fn as ``run.ways`` do, and compares with
-``run.eager(sample)`` through ``run.compare``.
+This file, in order: the API; the samples; ``_Run``, what the checks share; the checks, and
+``TABLE``, which lists them in order with what each needs; the fresh process's samples; and the
+comparisons. A new check is a function that takes the ``_Run``, returns its reason for ``ok`` or
+raises ``_Verdict``, and a row in ``TABLE``: it takes ``run.usable()`` samples, calls fn as
+``run.ways`` do, and compares with ``run.eager(sample)`` through ``run.compare``.
 """
 
 from __future__ import annotations
@@ -26,10 +26,8 @@ import itertools
 import logging
 import os
 import re
-import signal
-import subprocess
-import sys
 import tempfile
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,13 +35,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.framework.attr_value_pb2 import AttrValue
 
-from . import _compat
+from .. import _compat
+from . import _fresh_process
 
-CHECKS = ("registered", "shape_fn", "crash", "gradient", "modes", "edges", "vmap", "retrace",
-          "pure", "saved_model")
-IN_A_FRESH_PROCESS = ("crash", "edges", "saved_model")  # the others start no process
 # What a traced function holds besides the ops under test (unless it holds nothing else).
 PLUMBING = {"Placeholder", "Const", "Identity", "IdentityN", "NoOp", "PartitionedCall",
             "StatefulPartitionedCall"}
@@ -60,10 +55,12 @@ OPAQUE = (tf.variant, tf.resource)  # dtypes whose values cannot be read, only t
 # --- the API ---------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
-    """One check's verdict: ``status`` is ``ok``, ``skipped`` or ``failed``; ``reason`` says why."""
+    """One check's verdict: ``status`` is ``ok``, ``skipped`` or ``failed``; ``reason`` says why;
+    ``traceback``, where the check itself raised, says where."""
 
     status: str
     reason: str
+    traceback: str = dataclasses.field(default="", repr=False)
 
     def __str__(self) -> str:
         return f"{self.status}: {self.reason}"
@@ -129,17 +126,8 @@ def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *,
     # Tracing for every sample's signature is the point: TensorFlow's warning of it is not.
     tf.get_logger().addFilter(_not_retracing)
     try:
-        for name in names:
-            try:
-                result, said = CheckResult("ok", globals()[f"_check_{name}"](run)), []
-            except Exception as error:  # a verdict, or the op under test broke the check itself
-                verdict = error if isinstance(error, _Verdict) else _Verdict(
-                    "failed", f"the check crashed: {_told(error)}")
-                result, said = CheckResult(*verdict.args), verdict.problems
-            # The checks that run the samples given (all but these) leave crashed ones out.
-            if name not in ("registered", "crash", "edges") and run.left_out not in result.reason:
-                result = CheckResult(result.status, result.reason + run.left_out)
-            results[name] = _as_expected(result, said, expect[name]) if name in expect else result
+        for check in (check for check in TABLE if check.name in names):
+            results[check.name] = _result(check, run, expect.get(check.name))
     finally:
         tf.get_logger().removeFilter(_not_retracing)
     return results
@@ -153,13 +141,29 @@ def assert_opcheck(fn: Callable[..., Any], samples: Sequence[tuple], **options: 
     return results
 
 
+def _result(check: Check, run: _Run, expected: str | None) -> CheckResult:
+    """What ``check`` says of the run, with the note of the crashed samples it leaves out, held
+    to the words of ``expect`` where there are any."""
+    try:
+        result, said = CheckResult("ok", check.function(run)), []
+    except _Verdict as verdict:
+        result, said = CheckResult(*verdict.args), verdict.problems
+    except Exception as error:  # the op under test broke the check itself: keep the story
+        result = CheckResult("failed", f"the check raised {_told(error)}", traceback.format_exc())
+        said = [result.reason]
+    if check.runs_given_samples and run.left_out not in result.reason:
+        result = dataclasses.replace(result, reason=result.reason + run.left_out)
+    return result if expected is None else _as_expected(result, said, expected)
+
+
 def _as_expected(result: CheckResult, problems: list[str], words: str) -> CheckResult:
     """A failure by design, whose every problem says ``words``, is ``ok``; else ``failed``."""
     if len(others := [p for p in problems if words not in p]) == len(problems):  # none says it
         return CheckResult("failed", f"expected to fail with {words!r}, but {result}")
     if others:
         return CheckResult("failed", _listed(others))
-    return CheckResult("ok", f"fails as expected, with {words!r}: {result.reason}")
+    return CheckResult("ok", f"fails as expected, with {words!r}: {result.reason}",
+                       result.traceback)
 
 
 def _not_retracing(record: logging.LogRecord) -> bool:
@@ -221,25 +225,31 @@ class _Sample:
 
 def _edge_samples(samples: Sequence[_Sample], first_index: int) -> list[_Sample]:
     """The inputs that op authors forget, derived from the first sample of each signature (its
-    dtypes and ranks): an empty batch, each input empty in each axis in turn, each input a
-    scalar, a batch of one, and extreme values; none a copy of a sample."""
+    dtypes and ranks): an empty batch, a batch of one, extreme values in every input at once,
+    each input empty in each axis in turn, each input a scalar, and each input's extreme values
+    with the others as given; none a copy of a sample."""
     bases: dict[tuple, _Sample] = {}
     for sample in samples:
         bases.setdefault((sample.dtypes, tuple(a.ndim for a in sample.arrays)), sample)
+
     def values(arrays):  # an object array's bytes are its pointers: the same strings, or not
         return tuple((a.shape, a.tobytes()) for a in arrays)
+
     seen, edges = {values(s.arrays) for s in samples}, list[_Sample]()
     for base in bases.values():
-        arrays, size = base.arrays, next((a.shape[0] for a in base.arrays if a.ndim), 0)
-        batched = [a.ndim > 0 and a.shape[0] == size for a in arrays]
+        arrays = base.arrays
+        batched = _batched(arrays, empty_too=True)
         derived = {"an empty batch": [a[:0] if b else a for a, b in zip(arrays, batched)],
                    "a batch of one": [a[:1] if b else a for a, b in zip(arrays, batched)],
-                   "extreme values": [_extremes(a, d) for a, d in zip(arrays, base.dtypes)]}
+                   "extreme values": [next(iter(_extremes(a, d)), ("", a))[1]
+                                      for a, d in zip(arrays, base.dtypes)]}
         for i, array in enumerate(arrays):
             changed = {f"input {i} empty in axis {axis}": np.take(array, np.zeros(0, int), axis)
                        for axis in range(array.ndim)}
             if array.ndim and array.size:
                 changed[f"input {i} a scalar"] = array.reshape(-1)[:1].reshape(())
+            for what, extreme in _extremes(array, base.dtypes[i]):
+                changed[f"input {i} {what}"] = extreme
             for how, new in changed.items():
                 derived[how] = [new if j == i else a for j, a in enumerate(arrays)]
         for how, inputs in derived.items():
@@ -250,20 +260,32 @@ def _edge_samples(samples: Sequence[_Sample], first_index: int) -> list[_Sample]
     return edges
 
 
-def _extremes(array: np.ndarray, dtype: tf.DType) -> np.ndarray:
-    """``array``'s shape filled with NaN, ±Inf, -0.0 and subnormals (floats), the limits
-    (integers), or empty and blank strings; else ``array`` itself."""
+def _batched(arrays: Sequence[np.ndarray], empty_too: bool) -> list[bool]:
+    """Which inputs have the batch dimension: those whose first axis has the size of the first
+    input that has an axis (a size of zero too, if ``empty_too``)."""
+    size = next((a.shape[0] for a in arrays if a.ndim), 0)
+    return [a.ndim > 0 and a.shape[0] == size and (empty_too or size > 0) for a in arrays]
+
+
+def _extremes(array: np.ndarray, dtype: tf.DType) -> list[tuple[str, np.ndarray]]:
+    """``array``'s shape filled with extreme values, each fill named: NaN, ±Inf, -0.0 and
+    subnormals in turn (floats and complex numbers); the minimum and maximum in turn (a scalar
+    gets the minimum), then the maximum alone (integers); empty and blank strings; none for
+    other dtypes (bools). The first is what every input gets at once."""
+    def filled(*values: Any) -> np.ndarray:
+        return np.resize(np.array(values, array.dtype), array.shape)
+
     if dtype.is_floating or dtype.is_complex:
         real = dtype.real_dtype.as_numpy_dtype
         tiny = ml_dtypes.finfo(real).smallest_subnormal
-        values: Any = np.array([np.nan, np.inf, -np.inf, -0.0, tiny, -tiny], real)
-    elif dtype.is_integer and not dtype.is_quantized:
-        values = np.array([dtype.min, dtype.max], array.dtype)
-    elif dtype == tf.string:
-        values = np.array([b"", b" ", b"\t\n "], object)
-    else:
-        return array
-    return np.resize(values, array.shape).astype(array.dtype)
+        values = np.array([np.nan, np.inf, -np.inf, -0.0, tiny, -tiny], real)
+        return [("extreme values", np.resize(values, array.shape).astype(array.dtype))]
+    if dtype.is_integer and not dtype.is_quantized:
+        return [("at its limits", filled(dtype.min, dtype.max)),
+                ("at its maximum", filled(dtype.max))]
+    if dtype == tf.string:
+        return [("blank strings", filled(b"", b" ", b"\t\n "))]
+    return []
 
 
 # --- what the checks share ------------------------------------------------------------------
@@ -309,6 +331,23 @@ class _Run:
 
     def call(self, tensors: Sequence[tf.Tensor]) -> list[tf.Tensor]:
         return _flat(self.fn(*tensors))
+
+    def untyped(self, sample: _Sample, device: str) -> set[str]:
+        """The dtypes of the sample's inputs and of fn's outputs (as traced, for unknown shapes
+        where need be) that XLA has no type for on ``device``: jit_compile is not tried there."""
+        traces = (self.trace(sample, unknown) for unknown in ("", "dimensions", "rank"))
+        outputs = next((trace[1] for trace in traces if not isinstance(trace, Exception)), [])
+        dtypes = {d.name for d in [*sample.dtypes, *(t.dtype for t in outputs)]}
+        return dtypes - self.xla_types(device)
+
+    def differentiable(self, sample: _Sample) -> bool:
+        """Whether fn has gradients to compare on ``sample``: a floating input and output, a
+        gradient registered for every op, and shapes inferred right (else shape_fn fails)."""
+        trace = self.trace(sample)
+        return (not self.ungradable and any(map(_differentiable, sample.dtypes))
+                and not isinstance(trace, Exception)
+                and any(_differentiable(t.dtype) for t in trace[1])
+                and not self.shape_problems(sample)[0])
 
     @functools.cache  # noqa: B019
     def trace(self, sample: _Sample, unknown: str = "") -> tuple[tf.Graph, list] | Exception:
@@ -366,17 +405,29 @@ class _Run:
         usable = [s for s in self.samples
                   if not self.reported_by(s) and s.index not in self.crashes]
         if skip and not usable:
-            reported = {self.reported_by(s) for s in self.samples}
+            reported = {self.reported_by(s) for s in self.samples} - set(self.left_out_by)
             see = ", ".join(name for name in CHECKS if name in reported)
             raise _Verdict("skipped", "fn builds and runs its ops on no sample"
                            + (f" (see {see})" if see else "") + self.left_out)
         return usable
 
     @functools.cached_property
+    def left_out_by(self) -> dict[str, list[str]]:
+        """The samples that fn builds its ops on but that the checks leave out, by the check
+        that reports them: registered (no CPU kernel for their dtypes), crash."""
+        found: dict[str, list[str]] = {}
+        for sample in self.samples:
+            if sample.index in self.crashes:
+                found.setdefault("crash", []).append(str(sample))
+            elif not isinstance(self.trace(sample), Exception) and self.reported_by(sample):
+                found.setdefault("registered", []).append(str(sample))
+        return dict(sorted(found.items(), key=lambda item: CHECKS.index(item[0])))
+
+    @functools.cached_property
     def left_out(self) -> str:
-        """What the checks say of the samples that crashed, which they leave out ('' if none)."""
-        crashed = [str(s) for s in self.samples if s.index in self.crashes]
-        return f" (see crash: {_listed(crashed, 2)} left out)" if crashed else ""
+        """What the checks say of the samples they leave out ('' if none)."""
+        return "".join(f" (see {name}: {_listed(samples, 2)} left out)"
+                       for name, samples in self.left_out_by.items())
 
     @functools.cached_property
     def edges(self) -> list[_Sample]:
@@ -384,15 +435,28 @@ class _Run:
         return _edge_samples(built, len(self.samples)) if "edges" in self.checks else []
 
     @functools.cached_property
-    def screen(self) -> _Screen:
+    def screen(self) -> _fresh_process.Ran:
         try:
             return _screen(self)
         except Exception as error:  # opcheck raises for no op
-            return _Screen(f"its results cannot be read: {_told(error)}")
+            return _fresh_process.Ran(f"fn's SavedModel cannot be written, or what the fresh "
+                                      f"process wrote cannot be read: {_told(error)}")
+
+    def unscreened(self, what: str) -> None:
+        """Skips the check, saying ``what`` and why, where no fresh process could run the
+        samples (and there are samples to run)."""
+        if self.usable() and self.screen.error:
+            raise _Verdict("skipped", f"{what} (see saved_model): {self.screen.error}")
+
+    def ended(self, sample: _Sample) -> str:
+        """How ``sample`` ended a fresh process ('' if it did not)."""
+        ended = self.crashes.get(sample.index)
+        return f"{sample} ends the process {ended}" if ended else ""
 
     @functools.cached_property
     def crashes(self) -> dict[int, str]:
-        return self.screen.crashes if set(IN_A_FRESH_PROCESS) & set(self.checks) else {}
+        fresh = any(check.fresh_process for check in TABLE if check.name in self.checks)
+        return self.screen.crashes if fresh else {}
 
     @functools.cache  # noqa: B019
     def eager(self, sample: _Sample) -> list[tf.Tensor]:
@@ -407,20 +471,15 @@ class _Run:
         except Exception as error:
             raise _Verdict("failed", f"{sample}: fn raised {_told(error)}") from error
 
-    @functools.cache  # noqa: B019
-    def repeats(self, sample: _Sample) -> bool:
-        """Whether a second eager call on ``sample`` gives the same outputs."""
-        with tf.device("CPU:0"):
-            return not any(map(_difference, self.eager(sample), self.call(sample.tensors())))
-
     @functools.cached_property
     def varies(self) -> list[_Sample]:
         """The samples on which a second call gives other outputs. With one, fn's values are
         compared nowhere but in pure: another sample's two calls may have agreed by chance."""
         varying = []
         for sample in self.usable():
-            with contextlib.suppress(_Verdict):  # fn raises on it: the checks that run it say so
-                varying += [sample] * (not self.repeats(sample))
+            with contextlib.suppress(_Verdict), tf.device("CPU:0"):  # fn raises: others say so
+                if any(map(_difference, self.eager(sample), self.call(sample.tensors()))):
+                    varying.append(sample)
         return varying
 
     @functools.cache  # noqa: B019
@@ -446,13 +505,13 @@ class _Run:
         return problems, refused
 
     def compare(self, sample: _Sample, expected: list, actual: list, where: str) -> list[str]:
-        """Values where fn's outputs do not vary (on any sample, or on this edge sample), else
-        dtypes and ranks only, which tf.zeros([0] * rank) stands for. An edge sample's as values,
-        where a difference under the smallest normal number is none: XLA and a kernel may flush
+        """Values where fn's outputs do not vary (on any sample given), else dtypes and ranks
+        only, which tf.zeros([0] * rank) stands for. An edge sample's as values, where a
+        difference under the smallest normal number is none: XLA and a kernel may flush
         subnormals to zero, or not."""
         if len(expected) != len(actual):
             return [f"{sample}, {where}: {len(actual)} outputs, expected {len(expected)}"]
-        if self.varies or (sample.derived and not self.repeats(sample)):
+        if self.varies:
             expected, actual = ([tf.zeros([0] * t.shape.rank, t.dtype) for t in side]
                                 for side in (expected, actual))
         found = []
@@ -535,13 +594,10 @@ def _check_shape_fn(run: _Run) -> str:
 
 
 def _check_crash(run: _Run) -> str:
-    if crashed := [f"{s} ends the process {run.crashes[s.index]}" for s in run.samples
-                   if s.index in run.crashes]:
+    if crashed := [run.ended(s) for s in run.samples if run.ended(s)]:
         raise _Verdict("failed", crashed)
-    if run.usable() and run.screen.error:
-        raise _Verdict("skipped", "no fresh process could run the samples, so they run in this "
-                       f"one unscreened (see saved_model): {run.screen.error}")
-    return "no sample ends a fresh process, in tf.function or with jit_compile"
+    run.unscreened("no fresh process could run the samples, so they run in this one unscreened")
+    return "no sample ends a fresh process, eagerly, in tf.function or with jit_compile"
 
 
 def _check_gradient(run: _Run) -> str:
@@ -596,8 +652,7 @@ def _check_modes(run: _Run) -> str:
         # kernel for a dtype, TensorFlow runs the op on the CPU, as these calls do.
         expected = run.eager(sample)
         ways = {how: way for how, way in run.ways.items() if how != "eagerly" or device != "CPU:0"}
-        untyped = {t.dtype.name for t in [*sample.tensors(), *expected]} - run.xla_types(device)
-        if untyped:
+        if untyped := run.untyped(sample, device):
             notes.append(f"XLA has no type for {', '.join(sorted(untyped))}: jit_compile not tried")
             del ways["with jit_compile"]
         jitted.append("with jit_compile" in ways)
@@ -613,8 +668,7 @@ def _check_modes(run: _Run) -> str:
                     if how == "with jit_compile" else ""))
         for how, outputs in found.items():
             problems += run.compare(sample, expected, outputs, f"{device}, {how}")
-        if run.ungradable or run.shape_problems(sample)[0] or not any(
-                map(_differentiable, sample.dtypes)):
+        if not run.differentiable(sample):
             continue
         try:
             with tf.device("CPU:0"):
@@ -628,31 +682,35 @@ def _check_modes(run: _Run) -> str:
     if problems:
         raise _Verdict("failed", problems)
     note = f" ({_listed(notes)})" if notes else ""
-    agreeing = ("eager and tf.function", "eager, tf.function and, where tried, jit_compile",
-                "eager, tf.function and jit_compile")[any(jitted) + all(jitted)]
+    if all(jitted):
+        agreeing = "eager, tf.function and jit_compile"
+    elif any(jitted):
+        agreeing = "eager, tf.function and, where tried, jit_compile"
+    else:
+        agreeing = "eager and tf.function"
     return f"{agreeing} agree on {', '.join(run.devices)}{note}"
 
 
 def _check_edges(run: _Run) -> str:
-    if run.usable() and run.screen.error:
-        raise _Verdict("skipped", "edge samples run here only once a fresh process has survived "
-                       f"them, and none could run them (see saved_model): {run.screen.error}")
-    problems, refused = [], 0
+    run.unscreened("edge samples run only in a fresh process, and none could run them")
+    problems, failing, outputs = [], 0, run.screen.outputs
     for sample in run.edges:
-        if sample.index in run.crashes:
-            problems.append(f"{sample} ends the process {run.crashes[sample.index]}")
+        if run.ended(sample):
+            problems.append(run.ended(sample))
             continue
-        if run.reported_by(sample):  # refused by the shape function: a clean error
-            refused += 1
+        eager, again = (outputs.get((sample.index, how)) for how in ("eagerly", "eagerly again"))
+        if eager is None:  # fn cannot be traced for it, whatever its shapes: a clean error
+            failing += 1
             continue
-        try:
-            with tf.device("CPU:0"):
-                eager: list | str = run.call(sample.tensors())
-        except Exception as error:  # as the fresh process writes an error
-            eager = f"{type(error).__name__}\n{error}"
-        refused += isinstance(eager, str)
-        for how in ("in tf.function", "with jit_compile"):  # as the fresh process ran them
-            found, on_base = (run.screen.outputs.get((i, how)) for i in (sample.index, sample.base))
+        failing += isinstance(eager, str)
+        if isinstance(eager, list) and isinstance(again, list) and not run.varies:
+            problems += [f"{problem}: an output depends on memory the kernel never wrote (two "
+                         "eager calls, with the allocator's memory filled differently)"
+                         for problem in run.compare(sample, eager, again, "eagerly twice")]
+        if sample.index in run.screen.refused:
+            continue  # a graph refuses it, as the shape function does: a clean error (shape_fn)
+        for how in ("in tf.function", "with jit_compile"):
+            found, on_base = (outputs.get((i, how)) for i in (sample.index, sample.base))
             if found is None or isinstance(on_base, str):  # not tried, or failing anyway (modes)
                 continue
             if isinstance(eager, list) and isinstance(found, list):
@@ -664,8 +722,9 @@ def _check_edges(run: _Run) -> str:
     if problems:
         raise _Verdict("failed", problems)
     return f"{len(run.edges)} edge samples (empty axes, scalars, a batch of one, extreme " \
-        "values): none ends a fresh process, and each gives the same outputs, or fails, " \
-        f"eagerly, in tf.function and, where XLA has its types, with jit_compile; {refused} fail"
+        "values), run in a fresh process: none ends it, and each gives the same outputs, or " \
+        "fails, eagerly (twice), in tf.function and, where XLA has its types, with " \
+        f"jit_compile; {failing} fail"
 
 
 def _check_vmap(run: _Run) -> str:
@@ -698,7 +757,7 @@ def _check_retrace(run: _Run) -> str:
     signatures: dict[str, tuple] = {}
     for sample in run.usable():
         size = next((a.shape[0] for a in sample.arrays if a.ndim), 0)
-        batched = [a.ndim > 0 and a.shape[0] == size > 0 for a in sample.arrays]
+        batched = _batched(sample.arrays, empty_too=False)
         specs = [tf.TensorSpec([None, *a.shape[1:]] if b else a.shape, d)
                  for a, b, d in zip(sample.arrays, batched, sample.dtypes)]
         if any(batched):
@@ -776,144 +835,70 @@ def _check_saved_model(run: _Run) -> str:
     return f"a fresh process that loads {loads} gives the same outputs; {without}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """A check: its ``name`` in ``checks`` and in the results; the ``function`` that returns its
+    reason for ``ok`` or raises ``_Verdict``; whether it reads what the fresh process found
+    (``fresh_process``); and whether it runs the samples given, leaving out, with a note, those
+    that crashed (``runs_given_samples``)."""
+
+    name: str
+    function: Callable[[_Run], str]
+    fresh_process: bool
+    runs_given_samples: bool
+
+
+# The checks, in the order they run and are reported.
+TABLE = (
+    Check("registered", _check_registered, fresh_process=False, runs_given_samples=False),
+    Check("shape_fn", _check_shape_fn, fresh_process=False, runs_given_samples=True),
+    Check("crash", _check_crash, fresh_process=True, runs_given_samples=False),
+    Check("gradient", _check_gradient, fresh_process=False, runs_given_samples=True),
+    Check("modes", _check_modes, fresh_process=False, runs_given_samples=True),
+    Check("edges", _check_edges, fresh_process=True, runs_given_samples=False),
+    Check("vmap", _check_vmap, fresh_process=False, runs_given_samples=True),
+    Check("retrace", _check_retrace, fresh_process=False, runs_given_samples=True),
+    Check("pure", _check_pure, fresh_process=False, runs_given_samples=True),
+    Check("saved_model", _check_saved_model, fresh_process=True, runs_given_samples=True),
+)
+CHECKS = tuple(check.name for check in TABLE)
+IN_PROCESS = tuple(check.name for check in TABLE if not check.fresh_process)
+
+
 # --- the fresh process ------------------------------------------------------------------------
-@dataclasses.dataclass
-class _Screen:
-    """What the fresh process found (``error``: why it could not load and run the model)."""
-
-    error: str = ""
-    outputs: dict[tuple[int, str], Any] = dataclasses.field(default_factory=dict)  # or error
-    crashes: dict[int, str] = dataclasses.field(default_factory=dict)  # how each ended it
-    unregistered: list[str] = dataclasses.field(default_factory=list)  # by TensorFlow alone
-
-
-def _screen(run: _Run) -> _Screen:
-    """Runs each sample (edge samples too) first in a fresh process that loads fn's SavedModel,
-    in tf.function and with jit_compile (eagerly, the same kernels run). A crash ends that
+def _screen(run: _Run) -> _fresh_process.Ran:
+    """Runs each sample (edge samples too) first in a fresh process that loads fn's SavedModel:
+    eagerly (twice), in tf.function and with jit_compile. A sample the shape function refuses
+    runs too, traced for unknown shapes: eagerly, no shape function runs. A crash ends that
     process, not this one, and the next starts past the sample."""
-    samples, screen = [s for s in run.samples + run.edges if not run.reported_by(s)], _Screen()
+    calls, refused = [], set()
+    for sample in run.samples + run.edges:
+        specs = _specs(run, sample)
+        if specs is None:
+            continue  # fn cannot build its ops on it (registered)
+        if isinstance(run.trace(sample), Exception):
+            refused.add(sample.index)
+        jit = not run.untyped(sample, "CPU:0")
+        calls.append(_fresh_process.Call(sample.index, sample.arrays, sample.dtypes, specs, jit))
+    if not calls:
+        return _fresh_process.Ran()
     with tempfile.TemporaryDirectory(prefix="opcheck-") as directory:
-        try:
-            if samples:
-                _save(run, samples, directory)
-        except Exception as error:
-            return _Screen(f"fn's SavedModel cannot be written: {_told(error)}")
-        while samples:
-            ended, said = _fresh_process(directory, run.library or "", run.op_types)
-            done = Path(directory, "progress").read_text().splitlines()
-            if not ended or not done:  # it ended well, raised, or crashed before a sample
-                screen.error = f"it ended {ended} before it ran a sample" if ended else said
-                break
-            index, mode = done[-1].split(" ", 1)
-            screen.crashes[int(index[:4])] = f"{ended} {mode}{said}"
-            for name in {line.split()[0] for line in done}:
-                Path(directory, "inputs", name).unlink()
-            Path(directory, "progress").write_text("")
-        if samples and not screen.error:
-            screen.unregistered = sorted(Path(directory, "unregistered").read_text().split())
-        for path in Path(directory, "outputs").glob("*/*"):  # outputs/WAY/SAMPLE[.error]
-            key = int(path.name[:4]), path.parent.name
-            if key[0] in screen.crashes:
-                continue  # what a crash or the time limit cut short
-            if path.suffix == ".error":
-                screen.outputs[key] = path.read_text()
-            else:
-                protos = AttrValue.ListValue.FromString(path.read_bytes()).tensor
-                screen.outputs[key] = [tf.constant(tf.make_ndarray(p), p.dtype) for p in protos]
-    return screen
+        _fresh_process.save(run.fn, calls, directory)
+        ran = _fresh_process.run(calls, run.library or "", run.op_types, directory)
+    if ran.error and not ran.error.startswith("it ended"):
+        ran.error = _told(ran.error)
+    ran.refused = refused
+    return ran
 
 
-def _save(run: _Run, samples: list[_Sample], directory: str) -> None:
-    """fn's SavedModel, traced for each sample, and each sample's inputs, in a file whose name
-    ends with -jit where XLA has their types."""
-    module = tf.Module()
-    module.call = tf.function(run.fn, autograph=False)
-    module.held = _held(run.fn, set())  # what the model must save too: a tokenizer's tables
-    Path(directory, "inputs").mkdir()
-    for sample in samples:
-        module.call.get_concrete_function(*sample.tensors())
-        jit = not {d.name for d in sample.dtypes} - run.xla_types("CPU:0")
-        protos = map(tf.make_tensor_proto, sample.arrays, sample.dtypes)
-        Path(directory, "inputs", f"{sample.index:04d}{'-jit' * jit}").write_bytes(
-            AttrValue.ListValue(tensor=protos).SerializeToString())
-    tf.saved_model.save(module, str(Path(directory, "model")))
-    Path(directory, "progress").write_text("")
-
-
-def _held(thing: Any, seen: set[int]) -> list[Any]:
-    """The trackable objects (tables, variables) that ``thing`` is or reaches: a function, through
-    its object, closure and the globals it names, and the functions (or partials) those are."""
-    thing = getattr(thing, "python_function", thing)  # a tf.function's Python function
-    if isinstance(thing, _compat.Trackable):
-        return [thing]
-    if id(thing) in seen or str(getattr(thing, "__module__", "")).startswith("tensorflow"):
-        return []
-    seen.add(id(thing))
-    parts = [getattr(thing, name, None) for name in ("__self__", "__func__", "func")]
-    if code := getattr(thing, "__code__", None):
-        parts += [cell.cell_contents for cell in thing.__closure__ or ()]
-        parts += [thing.__globals__.get(name) for name in code.co_names]
-    return [held for part in parts if part is not None for held in _held(part, seen)]
-
-
-# Notes which of OP_TYPES TensorFlow alone does not register; loads LIBRARY (path:FILE,
-# module:NAME, or nothing) and the SavedModel in DIRECTORY; calls it on each sample, in
-# tf.function and (for a file named -jit) with jit_compile, writing what each gives, after noting
-# the sample and the way in DIRECTORY/progress, which a crash leaves as it was. Tensors go as
-# lists of TensorProtos, which need no kernel (SerializeTensor has none for qint8).
-_FRESH_PROCESS = """
-import importlib, pathlib, sys
-import tensorflow as tf
-from tensorflow.core.framework.attr_value_pb2 import AttrValue
-from tensorflow.python.framework import op_def_registry
-directory, library, op_types = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
-sys.excepthook = lambda kind, error, _: (directory / "error").write_text(
-    f"{kind.__name__}\\n{error}")
-unregistered = [op_type for op_type in op_types if op_def_registry.get(op_type) is None]
-(directory / "unregistered").write_text(" ".join(unregistered))
-kind, _, name = library.partition(":")
-if kind == "path":
-    tf.load_op_library(name)
-elif kind == "module":
-    importlib.import_module(name)
-model = tf.saved_model.load(str(directory / "model"))
-jitted = tf.function(lambda *inputs: model.call(*inputs), autograph=False, jit_compile=True)
-for sample in sorted((directory / "inputs").iterdir()):
-    protos = AttrValue.ListValue.FromString(sample.read_bytes()).tensor
-    jit = [("with jit_compile", jitted)] if sample.name.endswith("-jit") else []
-    for mode, call in [("in tf.function", model.call), *jit]:
-        inputs = [tf.constant(tf.make_ndarray(proto), proto.dtype) for proto in protos]  # fresh
-        with open(directory / "progress", "a") as progress:
-            progress.write(f"{sample.name} {mode}\\n")
-        (folder := directory / "outputs" / mode).mkdir(parents=True, exist_ok=True)
-        try:
-            outputs = tf.nest.flatten(call(*inputs), expand_composites=True)
-        except Exception as error:
-            (folder / f"{sample.name}.error").write_text(f"{type(error).__name__}\\n{error}")
-            continue
-        readable = [tf.zeros(t.shape, tf.bool) if t.dtype in (tf.variant, tf.resource) else t
-                    for t in outputs]  # values that only have a shape
-        written = AttrValue.ListValue(tensor=[tf.make_tensor_proto(t.numpy(), t.dtype)
-                                              for t in readable])
-        (folder / sample.name).write_bytes(written.SerializeToString())
-"""
-
-
-def _fresh_process(directory: str, library: str, op_types: list[str]) -> tuple[str, str]:
-    """Runs _FRESH_PROCESS: ('', '') if it ends well, ('', its error in one line) if it raises,
-    or how it ended otherwise (with a signal, or none in time) and what a CHECK said."""
-    try:
-        ran = subprocess.run([sys.executable, "-c", _FRESH_PROCESS, directory, library, *op_types],
-                             cwd=directory, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-                             capture_output=True, text=True, timeout=FRESH_PROCESS_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return f"without finishing within {FRESH_PROCESS_TIMEOUT_S} s", ""
-    if ran.returncode < 0:
-        check = re.search(r"Check failed: .*", ran.stderr)
-        return f"with {signal.Signals(-ran.returncode).name}", f" ({check[0]})" if check else ""
-    if not ran.returncode or not (error := Path(directory, "error")).exists():
-        return "", f"exit status {ran.returncode}: {ran.stderr[-300:]}" if ran.returncode else ""
-    return "", _told(error.read_text())
+def _specs(run: _Run, sample: _Sample) -> list[tf.TensorSpec] | None:
+    """The signature to trace fn for: the sample's shapes, or where the shape function refuses
+    them, unknown dimensions, else an unknown rank; None if fn cannot be traced for either."""
+    for unknown in ("", "dimensions", "rank"):
+        if not isinstance(run.trace(sample, unknown), Exception):
+            return [tf.TensorSpec(None if unknown == "rank" else [None] * a.ndim if unknown
+                                  else a.shape, d) for a, d in zip(sample.arrays, sample.dtypes)]
+    return None
 
 
 # --- comparing values, telling errors, reading the registries ----------------------------
