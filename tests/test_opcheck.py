@@ -6,6 +6,7 @@ import functools
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -206,6 +207,43 @@ def test_the_same_op_built_right_fails_no_check(broken_ops):
         "without it, it cannot load: TensorFlow alone registers no Opcheck>Correct")
 
 
+@pytest.mark.slow
+@pytest.mark.core
+@pytest.mark.compiler
+@needs_cmake
+def test_without_library_the_fresh_process_loads_the_op_libraries_that_registered_the_ops(
+        broken_ops):
+    library, path = broken_ops
+    both = lambda x: [library.opcheck_correct(x), tf_stopgrad.stop_gradient(x)]  # noqa: E731
+    results = assert_opcheck(both, FLOAT_SAMPLES[:1], checks=["saved_model"])
+
+    loaded = sorted(str(Path(p).resolve()) for p in (path, tf_stopgrad._loader.library_path()))
+    lacks = sorted(["Opcheck>Correct", tf_stopgrad.STOP_GRADIENT_OP])
+    assert results["saved_model"].reason == (
+        f"a fresh process that loads {', '.join(loaded)} gives the same outputs; without it, it "
+        f"cannot load: TensorFlow alone registers no {', '.join(lacks)}")
+
+
+@pytest.mark.slow
+@pytest.mark.core
+@pytest.mark.compiler
+@needs_cmake
+def test_a_module_whose_import_registers_no_op_is_told_which_library_to_pass(
+        broken_ops, tmp_path, monkeypatch):
+    library, path = broken_ops
+    (tmp_path / "lazy_ops.py").write_text("def load():  # loads its ops on first use\n    pass\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    results = opcheck(library.opcheck_correct, FLOAT_SAMPLES[:1], checks=["saved_model"],
+                      library="lazy_ops")  # fmt: skip
+
+    assert str(results["saved_model"]) == (
+        "failed: in a fresh process that loads lazy_ops, the SavedModel does not load and run: "
+        "LookupError: loading module:lazy_ops registers no Opcheck>Correct: its import must "
+        f"register them; library={[str(Path(path).resolve())]} (loaded here, they registered "
+        "them) does")
+
+
 # --- tf_stopgrad's ops, beside the built-ins ---------------------------------------------
 
 # Every plain dtype in random bits (NaN payloads, -0.0, subnormals), and values chosen to catch
@@ -245,7 +283,7 @@ def gpu_visible(monkeypatch):
     GPU:0 on the CPU (soft placement): a GPU run checks the placement itself."""
     if not any(k.device_type == "GPU" for k in _compat.registered_kernels("StopGradient")):
         pytest.skip("this TensorFlow registers no GPU kernel")
-    monkeypatch.setattr(testing, "_visible_devices", lambda: ["CPU:0", "GPU:0"])
+    monkeypatch.setattr(testing._run, "_visible_devices", lambda: ["CPU:0", "GPU:0"])
 
 
 @pytest.mark.core
@@ -311,7 +349,7 @@ def test_with_a_gpu_visible_modes_compares_the_gpus_outputs_with_the_cpus(gpu_vi
     # Its traces (made on the CPU first) run unchanged under GPU:0: its eager call differs.
     assert results["modes"].reason.startswith(
         "sample 0 (float32[2, 3]), GPU:0, eagerly: output 0: at [0, 0] np.float32(1.0")
-    testing._visible_devices = lambda: ["CPU:0"]  # monkeypatch restores it
+    testing._run._visible_devices = lambda: ["CPU:0"]  # monkeypatch restores it
     assert opcheck(differs_on_gpu, FLOAT_SAMPLES[:1], checks=["modes"])["modes"].status == "ok"
 
 

@@ -1,8 +1,9 @@
-"""opcheck's fresh process, run by path: ``python _child.py DIRECTORY LIBRARY OP_TYPE...``.
+"""opcheck's fresh process, run by path: ``python _child.py DIRECTORY LIBRARY... -- OP_TYPE...``.
 
-It imports TensorFlow and LIBRARY (``path:FILE``, ``module:NAME`` or nothing), never tf_stopgrad,
+It imports TensorFlow and each LIBRARY (``path:FILE`` or ``module:NAME``), never tf_stopgrad,
 whose op library would make saved_model's "TensorFlow alone lacks" wrong. It notes which of
-OP_TYPES TensorFlow alone does not register, loads the SavedModel in DIRECTORY, and calls it on
+OP_TYPES TensorFlow alone does not register, raises if the libraries leave one unregistered,
+loads the SavedModel in DIRECTORY, and calls it on
 each sample in DIRECTORY/inputs: eagerly twice, with freed and new memory filled differently
 each time (glibc's M_PERTURB), in tf.function, and with jit_compile for a file named -jit. It
 notes each call in DIRECTORY/progress before making it, so a crash leaves the call that ended it
@@ -89,14 +90,18 @@ def output_count(node) -> int:
     return count
 
 
-def main(directory: pathlib.Path, library: str, op_types: list[str]) -> None:
+def main(directory: pathlib.Path, libraries: list[str], op_types: list[str]) -> None:
     unregistered = [op_type for op_type in op_types if op_def_registry.get(op_type) is None]
     (directory / "unregistered").write_text(" ".join(unregistered))
-    kind, _, name = library.partition(":")
-    if kind == "path":
-        tf.load_op_library(name)
-    elif kind == "module":
-        importlib.import_module(name)
+    for library in libraries:
+        kind, _, name = library.partition(":")
+        if kind == "path":
+            tf.load_op_library(name)
+        else:
+            importlib.import_module(name)
+    if missing := [op_type for op_type in op_types if op_def_registry.get(op_type) is None]:
+        raise LookupError(f"loading {', '.join(libraries) or 'only TensorFlow'} registers no "
+                          f"{', '.join(missing)}")
     model = tf.saved_model.load(str(directory / "model"))
     jitted = tf.function(lambda *inputs: model.call(*inputs), autograph=False, jit_compile=True)
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # glibc's; absent elsewhere
@@ -127,9 +132,9 @@ def main(directory: pathlib.Path, library: str, op_types: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    place = pathlib.Path(sys.argv[1])
+    place, arguments = pathlib.Path(sys.argv[1]), sys.argv[2:]
     try:
-        main(place, sys.argv[2], sys.argv[3:])
+        main(place, arguments[:arguments.index("--")], arguments[arguments.index("--") + 1:])
     except Exception as failure:
         (place / "error").write_text(f"{type(failure).__name__}\n{failure}")
         sys.exit(1)

@@ -49,12 +49,12 @@ class Ran:
     refused: set[int] = dataclasses.field(default_factory=set)  # by the shape function
 
 
-def run(calls: list[Call], library: str, op_types: list[str], directory: str) -> Ran:
+def run(calls: list[Call], libraries: list[str], op_types: list[str], directory: str) -> Ran:
     """Runs ``calls``, saved in ``directory``, in fresh processes: another starts past each
     sample that crashes one."""
     ran = Ran()
     while any(Path(directory, "inputs").iterdir()):
-        ended, said = _one_process(directory, library, op_types)
+        ended, said = _one_process(directory, libraries, op_types)
         done = Path(directory, "progress").read_text().splitlines()
         if not ended or not done:  # it ended well, raised, or crashed before a sample
             ran.error = f"it ended {ended} before it ran a sample" if ended else said
@@ -110,11 +110,11 @@ def held(thing: Any, seen: set[int]) -> list[Any]:
     return [found for part in parts if part is not None for found in held(part, seen)]
 
 
-def _one_process(directory: str, library: str, op_types: list[str]) -> tuple[str, str]:
+def _one_process(directory: str, libraries: list[str], op_types: list[str]) -> tuple[str, str]:
     """Runs _child.py: ('', '') if it ends well, ('', its error's text) if it raises, or how it
     ended otherwise (with a signal, or none in time) and what a CHECK or glibc said."""
     try:
-        ran = subprocess.run([sys.executable, str(CHILD), directory, library, *op_types],
+        ran = subprocess.run([sys.executable, str(CHILD), directory, *libraries, "--", *op_types],
                              cwd=directory, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
                              capture_output=True, text=True, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
