@@ -5,8 +5,7 @@ samples of as many dtypes and shapes (two with ``--quick``), once, in this proce
   10 s).
 * Every check, edge samples included: the samples and the edge samples derived from them run
   first in a fresh Python process that imports TensorFlow and tf_stopgrad and loads the
-  SavedModel, eagerly, in tf.function and with jit_compile, then the checks in this one (target:
-  20 s).
+  SavedModel, then the checks in this one (target: 20 s).
 """
 
 from __future__ import annotations
