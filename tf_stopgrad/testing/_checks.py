@@ -60,7 +60,7 @@ def _check_shape_fn(run: _Run) -> str:
     note = f"; inference refuses partial shapes: {_listed(refused, 1)}" if refused else ""
     if rejected:
         note += f"; the shape function refuses {_listed(rejected, 1)}, so it is left out, and " \
-                "its kernel not run on it"
+                "its kernel not run on it in this process (the fresh process calls it eagerly)"
     agree = "inferred shapes and dtypes agree with the kernel's" if found else "no sample to run"
     return agree + note
 
