@@ -14,6 +14,7 @@ from tensorflow.python import pywrap_tfe
 from tensorflow.python.client import pywrap_tf_session as _tf_session
 from tensorflow.python.eager import context as _context
 from tensorflow.python.eager import core as _core
+from tensorflow.python.eager import execute as _execute
 from tensorflow.python.eager import record as _record
 from tensorflow.python.framework import composite_tensor as _composite_tensor
 from tensorflow.python.framework import func_graph as _func_graph
@@ -60,6 +61,11 @@ FuncGraph = _func_graph.FuncGraph
 Trackable = tf.__internal__.tracking.Trackable
 # The registered OpDef of an op type, or None.
 registered_op_def = _op_def_registry.get
+
+
+def execute_op(op_type: str, output_count: int, inputs: list, attrs: tuple) -> list:
+    """Runs one op eagerly (no shape function runs), its attributes as names and values."""
+    return _execute.execute(op_type, output_count, inputs, attrs, _context.context())
 
 
 def op_library_ops(path: str) -> set[str]:

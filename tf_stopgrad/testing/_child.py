@@ -14,14 +14,21 @@ Tensors go as lists of TensorProtos, which need no kernel (SerializeTensor has n
 import ctypes
 import functools
 import importlib
+import importlib.util
 import pathlib
 import sys
 from collections.abc import Callable
 
 import tensorflow as tf
 from tensorflow.core.framework.attr_value_pb2 import AttrValue
-from tensorflow.python.eager import context, execute
-from tensorflow.python.framework import op_def_registry
+
+# tf_stopgrad's private TensorFlow APIs, loaded by path: importing tf_stopgrad would load its op
+# library.
+_spec = importlib.util.spec_from_file_location(
+    "_compat", pathlib.Path(__file__).resolve().parents[1] / "_compat.py")
+assert _spec is not None and _spec.loader is not None
+_compat = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_compat)
 
 OPAQUE = (tf.variant, tf.resource)  # dtypes whose values cannot be read, only their shapes
 PERTURB = {"eagerly": 0x5A, "eagerly again": 0xA5}  # the byte glibc fills memory with
@@ -54,8 +61,7 @@ def eagerly(function, inputs: list) -> list:
         for key, value in node.attr.items():
             if not key.startswith("_"):  # the graph's annotations, not the op's
                 attrs += [key, attribute(value)]
-        made[name] = execute.execute(node.op, output_count(node), inputs, tuple(attrs),
-                                     context.context())
+        made[name] = _compat.execute_op(node.op, output_count(node), inputs, tuple(attrs))
         return made[name]
 
     return [outputs_of(t.op.name)[t.value_index] for t in graph.outputs]
@@ -80,7 +86,7 @@ def plain(kind, value):
 
 def output_count(node) -> int:
     count = 0
-    for arg in op_def_registry.get(node.op).output_arg:
+    for arg in _compat.registered_op_def(node.op).output_arg:
         if arg.number_attr:
             count += node.attr[arg.number_attr].i
         elif arg.type_list_attr:
@@ -91,7 +97,7 @@ def output_count(node) -> int:
 
 
 def main(directory: pathlib.Path, libraries: list[str], op_types: list[str]) -> None:
-    unregistered = [op_type for op_type in op_types if op_def_registry.get(op_type) is None]
+    unregistered = [op_type for op_type in op_types if _compat.registered_op_def(op_type) is None]
     (directory / "unregistered").write_text(" ".join(unregistered))
     for library in libraries:
         kind, _, name = library.partition(":")
@@ -99,7 +105,7 @@ def main(directory: pathlib.Path, libraries: list[str], op_types: list[str]) -> 
             tf.load_op_library(name)
         else:
             importlib.import_module(name)
-    if missing := [op_type for op_type in op_types if op_def_registry.get(op_type) is None]:
+    if missing := [op_type for op_type in op_types if _compat.registered_op_def(op_type) is None]:
         raise LookupError(f"loading {', '.join(libraries) or 'only TensorFlow'} registers no "
                           f"{', '.join(missing)}")
     model = tf.saved_model.load(str(directory / "model"))
