@@ -1,4 +1,4 @@
-"""opcheck finds tensorflow-text's three crashing kernels from ordinary samples (docs/opcheck.md).
+"""opcheck finds tensorflow-text's four crashes from ordinary samples (docs/opcheck.md).
 
     pip install --no-deps "tensorflow-text==2.21.*"     # beside TensorFlow 2.21 and tf_stopgrad
     python docs/opcheck_on_tensorflow_text.py

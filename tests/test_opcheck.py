@@ -6,6 +6,7 @@ import functools
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -67,11 +68,11 @@ SAYS = {
     "opcheck_needs_known_batch": "fn cannot be traced for an unknown batch dimension ([?, 3]): "
                                  "ValueError: Opcheck>NeedsKnownBatch needs a known batch size",
     "opcheck_reads_first_of_empty": "edge sample 2 (float32[0, 3]: sample 0 with an empty batch) "
-                                    "ends the process with SIGSEGV in tf.function",
+                                    "ends the process with SIGSEGV eagerly",
     "opcheck_divides_by_last_axis": "edge sample 5 (float32[2, 0]: sample 0 with input 0 empty in "
-                                    "axis 1) ends the process with SIGFPE in tf.function",
+                                    "axis 1) ends the process with SIGFPE eagerly",
     "opcheck_checks_rank": "edge sample 6 (float32[]: sample 0 with input 0 a scalar) ends the "
-                           "process with SIGABRT in tf.function (Check failed: context->input(0)"
+                           "process with SIGABRT eagerly (Check failed: context->input(0)"
                            ".dims() >= 1 (",  # then (0 vs. 1), or (1 vs. 0) before TF 2.16's absl
 }  # fmt: skip
 
@@ -114,6 +115,62 @@ def test_an_op_built_wrong_fails_its_check_and_no_other(broken_ops, name):
     assert SAYS[name] in results[BROKEN[name]].reason
 
 
+X23 = FLOAT_SAMPLES[0][0]
+# Ops whose kernels crash (or leave an output unwritten) only where a shape function or another
+# input's refusal hid it: the ordinary samples each is given, and what edges must say of it.
+CRASHING = {
+    "opcheck_checks_required_rank": (
+        [(X23,), (RNG.standard_normal([3, 2]),)],
+        "edge sample 6 (float32[]: sample 0 with input 0 a scalar) ends the process with SIGABRT "
+        "eagerly (Check failed: context->input(0).dims() == 2 ("),
+    "opcheck_reads_past_indices": (
+        [(X23, np.array([1, 0], np.int32))],
+        "edge sample 8 (float32[2, 3], int32[0]: sample 0 with input 1 empty in axis 0) ends the "
+        "process with SIGSEGV eagerly"),
+    "opcheck_overflows_on_largest_count": (
+        [(X23, np.int32(2))],
+        "edge sample 8 (float32[2, 3], int32[]: sample 0 with input 1 at its maximum) ends the "
+        "process with SIG"),
+    "opcheck_leaves_tail_unwritten": (
+        [(X23, X23)],
+        "edge sample 8 (float32[2, 3], float32[0, 3]: sample 0 with input 1 empty in axis 0), "
+        "eagerly twice: output 0: at [0, 0] "),
+    "opcheck_frees_twice_after_empty": (
+        [(X23,)],
+        "edge sample 1 (float32[0, 3]: sample 0 with an empty batch) ends the process with SIGABRT "
+        "eagerly again (free(): double free detected in tcache 2)"),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.core
+@pytest.mark.compiler
+@needs_cmake
+@pytest.mark.parametrize("name", sorted(CRASHING))
+def test_a_crash_that_only_an_eager_call_or_one_extreme_reaches_fails_edges(broken_ops, name):
+    library, path = broken_ops
+    samples, says = CRASHING[name]
+    results = opcheck(getattr(library, name), samples, library=path,
+                      checks=["shape_fn", "crash", "edges", "saved_model"])  # fmt: skip
+
+    assert list(results.failures()) == ["edges"], str(results)  # and this process lives on
+    assert says in results["edges"].reason
+
+
+@pytest.mark.slow
+@pytest.mark.core
+@pytest.mark.compiler
+@needs_cmake
+def test_a_given_sample_the_shape_function_refuses_still_runs_eagerly_and_fails_crash(broken_ops):
+    library, path = broken_ops
+    results = opcheck(library.opcheck_checks_required_rank, FLOAT_SAMPLES[:2], library=path,
+                      checks=["shape_fn", "crash"])  # fmt: skip
+
+    assert str(results["crash"]).startswith(
+        "failed: sample 1 (float64[4]) ends the process with SIGABRT eagerly (Check failed: "
+        "context->input(0).dims() == 2 (")  # then (1 vs. 2), or (2 vs. 1) before TF 2.16's absl
+
+
 @pytest.mark.slow
 @pytest.mark.core
 @pytest.mark.compiler
@@ -125,7 +182,7 @@ def test_a_sample_that_crashes_the_kernel_fails_crash_and_the_others_leave_it_ou
                       library=path, checks=["crash", "modes", "saved_model"])  # fmt: skip
 
     assert str(results["crash"]) == ("failed: sample 1 (float32[0, 3]) ends the process with "
-                                     "SIGSEGV in tf.function")  # fmt: skip
+                                     "SIGSEGV eagerly")  # fmt: skip
     for name in ("modes", "saved_model"):  # this process lives on, and runs sample 0 only
         assert results[name].status == "ok", str(results)
         assert results[name].reason.endswith(
@@ -150,6 +207,43 @@ def test_the_same_op_built_right_fails_no_check(broken_ops):
         "without it, it cannot load: TensorFlow alone registers no Opcheck>Correct")
 
 
+@pytest.mark.slow
+@pytest.mark.core
+@pytest.mark.compiler
+@needs_cmake
+def test_without_library_the_fresh_process_loads_the_op_libraries_that_registered_the_ops(
+        broken_ops):
+    library, path = broken_ops
+    both = lambda x: [library.opcheck_correct(x), tf_stopgrad.stop_gradient(x)]  # noqa: E731
+    results = assert_opcheck(both, FLOAT_SAMPLES[:1], checks=["saved_model"])
+
+    loaded = sorted(str(Path(p).resolve()) for p in (path, tf_stopgrad._loader.library_path()))
+    lacks = sorted(["Opcheck>Correct", tf_stopgrad.STOP_GRADIENT_OP])
+    assert results["saved_model"].reason == (
+        f"a fresh process that loads {', '.join(loaded)} gives the same outputs; without it, it "
+        f"cannot load: TensorFlow alone registers no {', '.join(lacks)}")
+
+
+@pytest.mark.slow
+@pytest.mark.core
+@pytest.mark.compiler
+@needs_cmake
+def test_a_module_whose_import_registers_no_op_is_told_which_library_to_pass(
+        broken_ops, tmp_path, monkeypatch):
+    library, path = broken_ops
+    (tmp_path / "lazy_ops.py").write_text("def load():  # loads its ops on first use\n    pass\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    results = opcheck(library.opcheck_correct, FLOAT_SAMPLES[:1], checks=["saved_model"],
+                      library="lazy_ops")  # fmt: skip
+
+    assert str(results["saved_model"]) == (
+        "failed: in a fresh process that loads lazy_ops, the SavedModel does not load and run: "
+        "LookupError: loading module:lazy_ops registers no Opcheck>Correct: its import must "
+        f"register them; library={[str(Path(path).resolve())]} (loaded here, they registered "
+        "them) does")
+
+
 # --- tf_stopgrad's ops, beside the built-ins ---------------------------------------------
 
 # Every plain dtype in random bits (NaN payloads, -0.0, subnormals), and values chosen to catch
@@ -170,7 +264,7 @@ def checked(op_name: str, side: int) -> OpcheckResults:
 
 
 # The checks that start no process: the emulated aarch64 and ASan lanes run these.
-IN_PROCESS = [name for name in CHECKS if name not in testing.IN_A_FRESH_PROCESS]
+IN_PROCESS = list(testing.IN_PROCESS)
 
 
 @pytest.mark.core
@@ -189,7 +283,7 @@ def gpu_visible(monkeypatch):
     GPU:0 on the CPU (soft placement): a GPU run checks the placement itself."""
     if not any(k.device_type == "GPU" for k in _compat.registered_kernels("StopGradient")):
         pytest.skip("this TensorFlow registers no GPU kernel")
-    monkeypatch.setattr(testing, "_visible_devices", lambda: ["CPU:0", "GPU:0"])
+    monkeypatch.setattr(testing._run, "_visible_devices", lambda: ["CPU:0", "GPU:0"])
 
 
 @pytest.mark.core
@@ -255,7 +349,7 @@ def test_with_a_gpu_visible_modes_compares_the_gpus_outputs_with_the_cpus(gpu_vi
     # Its traces (made on the CPU first) run unchanged under GPU:0: its eager call differs.
     assert results["modes"].reason.startswith(
         "sample 0 (float32[2, 3]), GPU:0, eagerly: output 0: at [0, 0] np.float32(1.0")
-    testing._visible_devices = lambda: ["CPU:0"]  # monkeypatch restores it
+    testing._run._visible_devices = lambda: ["CPU:0"]  # monkeypatch restores it
     assert opcheck(differs_on_gpu, FLOAT_SAMPLES[:1], checks=["modes"])["modes"].status == "ok"
 
 
@@ -361,7 +455,9 @@ def test_a_sample_the_shape_function_refuses_fails_nothing_and_its_kernel_is_not
     assert results["shape_fn"].reason.startswith(
         "inferred shapes and dtypes agree with the kernel's; the shape function refuses sample 1 "
         "(float32[]) (ValueError: Shape must be at least rank 2 but is rank 0")
-    assert results["shape_fn"].reason.endswith("so it is left out, and its kernel not run on it")
+    assert results["shape_fn"].reason.endswith("so it is left out, and its kernel not run on it "
+                                               "in this process (the fresh process calls it "
+                                               "eagerly)")
     assert 0 not in run_eagerly_on  # a kernel that CHECKs its rank would end the process
 
 

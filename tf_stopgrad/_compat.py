@@ -8,10 +8,13 @@ import ctypes
 import importlib
 
 import tensorflow as tf
+from tensorflow.core.framework import op_def_pb2 as _op_def_pb2
 from tensorflow.dtensor.python import api as _dtensor_api
 from tensorflow.python import pywrap_tfe
+from tensorflow.python.client import pywrap_tf_session as _tf_session
 from tensorflow.python.eager import context as _context
 from tensorflow.python.eager import core as _core
+from tensorflow.python.eager import execute as _execute
 from tensorflow.python.eager import record as _record
 from tensorflow.python.framework import composite_tensor as _composite_tensor
 from tensorflow.python.framework import func_graph as _func_graph
@@ -58,6 +61,22 @@ FuncGraph = _func_graph.FuncGraph
 Trackable = tf.__internal__.tracking.Trackable
 # The registered OpDef of an op type, or None.
 registered_op_def = _op_def_registry.get
+
+
+def execute_op(op_type: str, output_count: int, inputs: list, attrs: tuple) -> list:
+    """Runs one op eagerly (no shape function runs), its attributes as names and values."""
+    return _execute.execute(op_type, output_count, inputs, attrs, _context.context())
+
+
+def op_library_ops(path: str) -> set[str]:
+    """The names of the ops that the op library at ``path`` registered when it was loaded (it is
+    loaded now if it was not), as ``tf.load_op_library`` reads them."""
+    handle = _tf_session.TF_LoadLibrary(path)
+    try:
+        ops = _op_def_pb2.OpList.FromString(_tf_session.TF_GetOpList(handle))
+    finally:
+        _tf_session.TF_DeleteLibraryHandle(handle)
+    return {op.name for op in ops.op}
 # Writes fingerprint.pb for the SavedModel in a directory, as tf.saved_model.save does.
 write_saved_model_fingerprint = _fingerprinting_utils.write_fingerprint
 

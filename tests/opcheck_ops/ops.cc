@@ -3,7 +3,9 @@
 // control, and each other op differs from it in the one way its name says (its gradient and pfor
 // converter are registered in Python, by the test, or not).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -55,6 +57,45 @@ OPCHECK_OP("Opcheck>NeedsKnownBatch", [](InferenceContext* c) {
   c->set_output(0, c->input(0));
   return absl::OkStatus();
 });
+
+// Requires a matrix, as its kernel CHECKs: eagerly, no shape function stands in front of the CHECK.
+OPCHECK_OP("Opcheck>ChecksRequiredRank", [](InferenceContext* c) {
+  ShapeHandle input;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &input));
+  c->set_output(0, input);
+  return absl::OkStatus();
+});
+
+// Two inputs whose batches the shape function merges; the kernel reads one index per row of
+// input 0, trusting input 1 to have as many.
+REGISTER_OP("Opcheck>ReadsPastIndices")
+    .Input("input: T").Input("indices: int32").Output("output: T").Attr("T: {float, double}")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle input, indices;
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &input));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &indices));
+      tensorflow::shape_inference::DimensionHandle batch;
+      TF_RETURN_IF_ERROR(c->Merge(c->Dim(input, 0), c->Dim(indices, 0), &batch));
+      c->set_output(0, input);
+      return absl::OkStatus();
+    });
+
+// An input refused at its extremes (NaN, Inf), and a count whose maximum overflows count + 1.
+REGISTER_OP("Opcheck>OverflowsOnLargestCount")
+    .Input("input: T").Input("count: int32").Output("output: T").Attr("T: {float, double}")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle count;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 0, &count));
+      c->set_output(0, c->input(0));
+      return absl::OkStatus();
+    });
+
+// Adds input 1 to input 0 as far as input 1 goes, leaving the rest of the output unwritten.
+REGISTER_OP("Opcheck>LeavesTailUnwritten")
+    .Input("input: T").Input("addend: T").Output("output: T").Attr("T: {float, double}")
+    .SetShapeFn(UnchangedShape);
+
+OPCHECK_OP("Opcheck>FreesTwiceAfterEmpty", UnchangedShape);
 
 // The output is a new copy of the input; subclasses change what happens after the copy.
 template <typename T>
@@ -131,6 +172,87 @@ class ChecksRankOp : public CopyOp<T> {
   }
 };
 
+// CHECKs the rank its shape function requires.
+template <typename T>
+class ChecksRequiredRankOp : public CopyOp<T> {
+ public:
+  using CopyOp<T>::CopyOp;
+  void Compute(OpKernelContext* context) override {
+    CHECK_EQ(context->input(0).dims(), 2) << "Opcheck>ChecksRequiredRank needs a matrix";
+    CopyOp<T>::Compute(context);
+  }
+};
+
+// Reads one index per row of input 0, from a copy of input 1 (whose data() is null when empty).
+template <typename T>
+class ReadsPastIndicesOp : public CopyOp<T> {
+ public:
+  using CopyOp<T>::CopyOp;
+  void Compute(OpKernelContext* context) override {
+    const Tensor& indices = context->input(1);
+    std::vector<int32_t> copied(indices.flat<int32_t>().data(),
+                                indices.flat<int32_t>().data() + indices.NumElements());
+    volatile int64_t sum = 0;
+    for (int64_t i = 0; i < context->input(0).dim_size(0); ++i) sum += copied.data()[i];
+    (void)sum;
+    CopyOp<T>::Compute(context);
+  }
+};
+
+// Refuses a non-finite input, then makes a scratch buffer of count + 1 elements, computed in 32
+// bits: the largest count wraps to a negative size, which std::vector refuses by aborting.
+template <typename T>
+class OverflowsOnLargestCountOp : public CopyOp<T> {
+ public:
+  using CopyOp<T>::CopyOp;
+  void Compute(OpKernelContext* context) override {
+    auto input = context->input(0).flat<T>();
+    for (int64_t i = 0; i < input.size(); ++i) {
+      OP_REQUIRES(context, std::isfinite(input(i)),
+                  absl::InvalidArgumentError("Opcheck>OverflowsOnLargestCount: a non-finite input"));
+    }
+    const int32_t count = context->input(1).scalar<int32_t>()();
+    OP_REQUIRES(context, count >= 0, absl::InvalidArgumentError("count must not be negative"));
+    const int32_t size = static_cast<int32_t>(static_cast<uint32_t>(count) + 1u);
+    std::vector<T> scratch(size);
+    CopyOp<T>::Compute(context);
+  }
+};
+
+template <typename T>
+class LeavesTailUnwrittenOp : public OpKernel {
+ public:
+  explicit LeavesTailUnwrittenOp(OpKernelConstruction* context) : OpKernel(context) {}
+  void Compute(OpKernelContext* context) override {
+    auto input = context->input(0).flat<T>();
+    auto addend = context->input(1).flat<T>();
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output(0, context->input(0).shape(), &output));
+    auto written = output->flat<T>();
+    for (int64_t i = 0; i < std::min(input.size(), addend.size()); ++i) {
+      written(i) = input(i) + addend(i);
+    }
+  }
+};
+
+// Keeps the first values of its last input; an empty input deletes them and forgets that it did,
+// so the next call deletes them again.
+template <typename T>
+class FreesTwiceAfterEmptyOp : public CopyOp<T> {
+ public:
+  using CopyOp<T>::CopyOp;
+  void AfterCopy(T* input, T* output, int64_t size) override {
+    struct Kept {
+      T values[100];
+    };
+    static Kept* kept = nullptr;
+    delete kept;
+    if (size == 0) return;
+    kept = new Kept;
+    std::copy(input, input + std::min<int64_t>(size, 100), kept->values);
+  }
+};
+
 #define OPCHECK_KERNEL(name, kernel, type) \
   REGISTER_KERNEL_BUILDER(                 \
       Name(name).Device(tensorflow::DEVICE_CPU).TypeConstraint<type>("T"), kernel<type>)
@@ -150,6 +272,11 @@ OPCHECK_KERNELS("Opcheck>NeedsKnownBatch", CopyOp);
 OPCHECK_KERNELS("Opcheck>ReadsFirstOfEmpty", ReadsFirstOfEmptyOp);
 OPCHECK_KERNELS("Opcheck>DividesByLastAxis", DividesByLastAxisOp);
 OPCHECK_KERNELS("Opcheck>ChecksRank", ChecksRankOp);
+OPCHECK_KERNELS("Opcheck>ChecksRequiredRank", ChecksRequiredRankOp);
+OPCHECK_KERNELS("Opcheck>ReadsPastIndices", ReadsPastIndicesOp);
+OPCHECK_KERNELS("Opcheck>OverflowsOnLargestCount", OverflowsOnLargestCountOp);
+OPCHECK_KERNELS("Opcheck>LeavesTailUnwritten", LeavesTailUnwrittenOp);
+OPCHECK_KERNELS("Opcheck>FreesTwiceAfterEmpty", FreesTwiceAfterEmptyOp);
 
 // On an XLA compilation device an identity forwards its input's expression, adding no HLO.
 class XlaIdentityOp : public OpKernel {

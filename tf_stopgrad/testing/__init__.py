@@ -1,0 +1,192 @@
+"""``opcheck``: does a TensorFlow custom op behave as TensorFlow's own ops do?
+
+    from tf_stopgrad.testing import opcheck
+    results = opcheck(my_ops.my_op, [(np.ones([2, 3], np.float32),)], library="my_ops.so")
+    results.raise_on_failure()        # in a test; assert_opcheck(...) does both in one call
+
+Each check holds the op, on the author's samples and on edge samples derived from them, to what
+TensorFlow's built-in ops guarantee (docs/opcheck.md: what each means, what to do when it fails).
+A broken op never makes opcheck raise, and a kernel that crashes ends a fresh process
+(_fresh_process.py, _child.py), not this one.
+
+Here, the API. The checks, one function each and ``TABLE``, which lists them in order with
+what each needs, are in _checks.py: a new check is a function there and a row in ``TABLE``. It
+takes ``run.usable()`` samples, calls fn as ``run.ways`` do, and compares with
+``run.eager(sample)`` through ``run.compare``; ``_Run`` and the samples are in _run.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.util
+import logging
+import os
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from ._checks import CHECKS, IN_PROCESS, TABLE, Check
+from ._run import OPAQUE, _listed, _Run, _Sample, _told, _Verdict, as_bits
+
+__all__ = ["CHECKS", "IN_PROCESS", "TABLE", "CheckResult", "OpcheckResults", "as_bits",
+           "assert_opcheck", "opcheck"]
+
+# --- the API ---------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class CheckResult:
+    """One check's verdict: ``status`` is ``ok``, ``skipped`` or ``failed``; ``reason`` says why;
+    ``traceback``, where the check itself raised, says where."""
+
+    status: str
+    reason: str
+    traceback: str = dataclasses.field(default="", repr=False)
+
+    def __str__(self) -> str:
+        return f"{self.status}: {self.reason}"
+
+
+class OpcheckResults(dict):
+    """Each check's name, mapped to its :class:`CheckResult`."""
+
+    def failures(self) -> dict[str, CheckResult]:
+        return {name: result for name, result in self.items() if result.status == "failed"}
+
+    def raise_on_failure(self) -> None:
+        """Raises ``AssertionError`` with every failed check and its reason."""
+        if failures := self.failures():
+            listed = "".join(f"\n  {name}: {result}" for name, result in failures.items())
+            raise AssertionError(f"opcheck: {len(failures)} of {len(self)} checks failed{listed}")
+
+    def __str__(self) -> str:
+        return "\n".join(f"{name}: {result}" for name, result in self.items())
+
+
+def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *,
+            checks: Sequence[str] | None = None,
+            library: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+            rtol: float = 0.0, atol: float = 0.0, expect: Mapping[str, str] | None = None
+            ) -> OpcheckResults:
+    """Checks the TensorFlow op(s) that ``fn`` builds, on each of ``samples`` (docs/opcheck.md).
+
+    Args:
+      fn: Builds the op(s) from tensors: ``my_ops.my_op``, ``lambda x: my_ops.my_op(x, attr=2)``.
+      samples: A list of tuples of positional arguments for ``fn``: tensors or NumPy arrays.
+      checks: The names of the checks to run (``CHECKS``); all of them by default.
+      library: What a fresh process loads to have the ops: an op library's path, as
+        ``tf.load_op_library`` takes it, or a module whose import registers them, or a list of
+        those. None: the op libraries loaded here that registered fn's ops, found.
+      rtol, atol: Tolerances for values compared across ways and processes. Zero (the
+        default) compares outputs bit for bit, and gradients as values.
+      expect: Failures by design: a check's name, mapped to words its failure says. That check
+        is ``ok`` if it fails with those words and for no other reason, else ``failed``.
+
+    Returns:
+      :class:`OpcheckResults`: each check's :class:`CheckResult`, ``ok``, ``skipped`` or
+      ``failed`` and why. Raises TypeError or ValueError, before anything runs, on bad arguments.
+    """
+    if not callable(fn):
+        raise TypeError(f"opcheck: fn must be a callable that builds the op from tensors, such as "
+                        f"my_ops.my_op or lambda x: my_ops.my_op(x); got a {type(fn).__name__}")
+    if not isinstance(samples, (list, tuple)) or not samples:
+        raise ValueError("opcheck: samples must be a non-empty list of tuples of arguments, such "
+                         "as [(np.ones([2, 3], np.float32),)]")
+    if isinstance(checks, str):
+        raise TypeError(f"opcheck: checks must be a list of check names, such as [{checks!r}]; "
+                        f"got the string {checks!r}")
+    expect = dict(expect or {})
+    if not all(isinstance(words, str) and words for words in expect.values()):
+        raise TypeError("opcheck: expect maps a check to words its failure says, such as "
+                        "{'vmap': 'No pfor vectorization'}")
+    if unknown := sorted((set(checks or ()) | set(expect)) - set(CHECKS)):
+        raise ValueError(f"opcheck: unknown check {unknown}: the checks are {', '.join(CHECKS)}")
+    if checks is not None and (unrun := sorted(set(expect) - set(checks))):
+        raise ValueError(f"opcheck: expect names {unrun}, which checks leaves out")
+    names = [name for name in CHECKS if checks is None or name in checks]
+    fresh = any(check.fresh_process for check in TABLE if check.name in names)
+    run = _Run(fn, _checked_samples(samples), _checked_library(library), rtol, atol, names, fresh)
+    results = OpcheckResults()
+    # Tracing for every sample's signature is the point: TensorFlow's warning of it is not.
+    tf.get_logger().addFilter(_not_retracing)
+    try:
+        for check in (check for check in TABLE if check.name in names):
+            results[check.name] = _result(check, run, expect.get(check.name))
+    finally:
+        tf.get_logger().removeFilter(_not_retracing)
+    return results
+
+
+def assert_opcheck(fn: Callable[..., Any], samples: Sequence[tuple], **options: Any
+                   ) -> OpcheckResults:
+    """:func:`opcheck`, then ``raise_on_failure()``: a test in one call."""
+    results = opcheck(fn, samples, **options)
+    results.raise_on_failure()
+    return results
+
+
+def _result(check: Check, run: _Run, expected: str | None) -> CheckResult:
+    """What ``check`` says of the run, with the note of the crashed samples it leaves out, held
+    to the words of ``expect`` where there are any."""
+    try:
+        result, said = CheckResult("ok", check.function(run)), []
+    except _Verdict as verdict:
+        result, said = CheckResult(*verdict.args), verdict.problems
+    except Exception as error:  # the op under test broke the check itself: keep the story
+        result = CheckResult("failed", f"the check raised {_told(error)}", traceback.format_exc())
+        said = [result.reason]
+    if check.runs_given_samples and run.left_out not in result.reason:
+        result = dataclasses.replace(result, reason=result.reason + run.left_out)
+    return result if expected is None else _as_expected(result, said, expected)
+
+
+def _as_expected(result: CheckResult, problems: list[str], words: str) -> CheckResult:
+    """A failure by design, whose every problem says ``words``, is ``ok``; else ``failed``."""
+    if len(others := [p for p in problems if words not in p]) == len(problems):  # none says it
+        return CheckResult("failed", f"expected to fail with {words!r}, but {result}")
+    if others:
+        return CheckResult("failed", _listed(others))
+    return CheckResult("ok", f"fails as expected, with {words!r}: {result.reason}",
+                       result.traceback)
+
+
+def _not_retracing(record: logging.LogRecord) -> bool:
+    return "triggered tf.function retracing" not in record.getMessage()
+
+
+def _checked_samples(samples: Sequence[tuple]) -> list[_Sample]:
+    checked = []
+    for index, sample in enumerate(samples):
+        if not isinstance(sample, tuple):
+            raise TypeError(f"opcheck: sample {index} is a {type(sample).__name__}, not a tuple of "
+                            "arguments: write (x,) for one argument")
+        for position, value in enumerate(sample):
+            if not isinstance(value, (tf.Tensor, np.ndarray, np.generic)) or (
+                    isinstance(value, tf.Tensor) and value.dtype in OPAQUE):
+                raise TypeError(f"opcheck: sample {index}, argument {position} is a "
+                                f"{type(value).__name__}: give a tf.Tensor or a NumPy array of "
+                                "numbers, bools or strings")
+        tensors = [tf.convert_to_tensor(value) for value in sample]
+        arrays = tuple(np.array(t.numpy(), copy=True) for t in tensors)
+        checked.append(_Sample(index, arrays, tuple(t.dtype for t in tensors)))
+    return checked
+
+
+def _checked_library(library: Any) -> list[str] | None:
+    """Each library as the fresh process takes it, ``path:FILE`` or ``module:NAME``; None to find
+    them."""
+    if library is None:
+        return None
+    if isinstance(library, (list, tuple)):
+        return [name for each in library for name in _checked_library(each) or ()]
+    if Path(library).is_file():
+        return [f"path:{Path(library).resolve()}"]
+    with contextlib.suppress(ImportError, ValueError):  # find_spec on a name no module can have
+        if isinstance(library, str) and importlib.util.find_spec(library) is not None:
+            return [f"module:{library}"]
+    raise ValueError(f"opcheck: library {str(library)!r} is neither an op library file nor a "
+                     "module that can be imported: give the path tf.load_op_library takes, or a "
+                     "module name such as 'tensorflow_text'")

@@ -1,0 +1,337 @@
+"""opcheck's checks: one function each, which takes the ``_Run`` and returns its reason for
+``ok`` or raises ``_Verdict``; then ``TABLE``, which lists them in the order they run and says
+what each needs. A new check is a function here and a row in ``TABLE``."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from .. import _compat
+from ._run import (
+    _batched,
+    _difference,
+    _differentiable,
+    _flat,
+    _gradient_of,
+    _listed,
+    _row,
+    _Run,
+    _shape,
+    _told,
+    _Verdict,
+)
+
+
+def _check_registered(run: _Run) -> str:
+    unbuilt = [f"{s}: fn cannot build its ops: {_told(run.trace(s))}"  # type: ignore[arg-type]
+               for s in run.samples if run.reported_by(s) == "registered" and isinstance(
+                   run.trace(s), Exception)]
+    missing = [f"no OpDef for {op}" for op in run.op_types if _compat.registered_op_def(op) is None]
+    gaps = sorted({gap for gaps in run.kernel_gaps.values() for gap in gaps})
+    # TensorFlow's placer runs an op on a device that has a kernel for it: a gap is a defect only
+    # on every device. The checks after this one run on the CPU, and leave its gaps out.
+    notes: dict[str, list[str]] = {}
+    for op, kind, types in gaps:
+        if all((op, other, types) in gaps for other in run.kinds):
+            missing.append(f"no kernel for ({op}, {kind}, {types})")
+        else:
+            where = "the CPU" if kind == "GPU" else "the GPU only, and is left out"
+            notes.setdefault(f"on {kind}, {op} runs on {where}", []).append(types)
+    if unbuilt + missing:
+        raise _Verdict("failed", unbuilt + missing)
+    full = ", ".join(k for k in run.kinds if all(gap[1] != k for gap in gaps)) or "a device"
+    noted = "".join(f"; {where} for {', '.join(types)}" for where, types in notes.items())
+    return f"{', '.join(run.op_types)}: an OpDef, and a kernel on {full} for every sample{noted}"
+
+
+def _check_shape_fn(run: _Run) -> str:
+    # A sample the shape function refuses is the caller's error: the kernel is not run on it.
+    rejected = [f"{s} ({_told(run.trace(s))})" for s in run.samples  # type: ignore[arg-type]
+                if run.reported_by(s) == "shape_fn"]
+    found = [run.shape_problems(s) for s in run.usable(skip=not rejected)]
+    if problems := [problem for sample_problems, _ in found for problem in sample_problems]:
+        raise _Verdict("failed", problems)
+    refused = [refusal for _, refusals in found for refusal in refusals]
+    note = f"; inference refuses partial shapes: {_listed(refused, 1)}" if refused else ""
+    if rejected:
+        note += f"; the shape function refuses {_listed(rejected, 1)}, so it is left out, and " \
+                "its kernel not run on it in this process (the fresh process calls it eagerly)"
+    agree = "inferred shapes and dtypes agree with the kernel's" if found else "no sample to run"
+    return agree + note
+
+
+def _check_crash(run: _Run) -> str:
+    if crashed := [run.ended(s) for s in run.samples if run.ended(s)]:
+        raise _Verdict("failed", crashed)
+    run.unscreened("no fresh process could run the samples, so they run in this one unscreened")
+    return "no sample ends a fresh process, eagerly, in tf.function or with jit_compile"
+
+
+def _check_gradient(run: _Run) -> str:
+    if not (samples := [s for s in run.usable() if any(map(_differentiable, s.dtypes))]):
+        raise _Verdict("skipped", "no sample has a floating input")
+    # No gradient flows through an op without a floating output: the tape gives None.
+    if not (samples := [s for s in samples if any(
+            _differentiable(t.dtype) for t in run.trace(s)[1])]):  # type: ignore[index]
+        raise _Verdict("skipped", "no output is floating: a gradient through fn is None, as "
+                       "through tf.math.is_nan")
+    if run.ungradable:
+        raise _Verdict("failed", [f"no gradient is registered for {op}: register one with "
+                                  "@tf.RegisterGradient, or declare that it has none with "
+                                  "tf.no_gradient" for op in run.ungradable])
+    notes = [f"{op} is declared not differentiable" for op in run.op_types
+             if _gradient_of(op) == "none"]
+    problems, wrong_shapes = [], [s for s in samples if run.shape_problems(s)[0]]
+    for sample in (s for s in samples if s not in wrong_shapes):
+        found: dict[str, Any] = {}
+        for how in ("eagerly", "in tf.function", "by v1 gradients"):
+            try:
+                found[how] = run.gradients(sample, how)
+            except LookupError as error:  # a gradient function that refuses
+                found[how] = _told(error)
+        if refused := [how for how, grads in found.items() if isinstance(grads, str)]:
+            notes.append(f"the gradient refuses by design ({found[refused[0]]})")
+            if len(refused) < len(found):
+                problems.append(f"{sample}: the gradient is refused {', '.join(refused)} only")
+            continue
+        floating = [i for i, dtype in enumerate(sample.dtypes) if _differentiable(dtype)]
+        problems += [f"{sample}: the gradient of input {i} is {g.dtype.name}{g.shape.as_list()}, "
+                     "not the input's dtype and shape" for i, g in zip(floating, found["eagerly"])
+                     if g is not None and (g.dtype, g.shape) != (sample.dtypes[i],
+                                                                 sample.arrays[i].shape)]
+        for how in ("in tf.function", "by v1 gradients"):
+            problems += run.gradient_differences(sample, found["eagerly"], found[how], how)
+    if problems:
+        raise _Verdict("failed", problems)
+    if wrong_shapes:
+        left_out = f"{len(wrong_shapes)} of {len(samples)} samples, whose inferred shapes are " \
+                   "wrong (see shape_fn)"
+        if len(wrong_shapes) == len(samples):
+            raise _Verdict("skipped", f"no sample to differentiate: {left_out}")
+        notes.append(f"left out: {left_out}")
+    return _listed(notes) or "registered; the tape, tf.function and v1 gradients agree"
+
+
+def _check_modes(run: _Run) -> str:
+    problems, notes, jitted = [], [], []
+    for device, sample in ((d, s) for d in run.devices for s in run.usable()):
+        # Every way, on every device, must give the CPU's eager outputs: where a device has no
+        # kernel for a dtype, TensorFlow runs the op on the CPU, as these calls do.
+        expected = run.eager(sample)
+        ways = {how: way for how, way in run.ways.items() if how != "eagerly" or device != "CPU:0"}
+        if untyped := run.untyped(sample, device):
+            notes.append(f"XLA has no type for {', '.join(sorted(untyped))}: jit_compile not tried")
+            del ways["with jit_compile"]
+        jitted.append("with jit_compile" in ways)
+        found = {}
+        for how, way in ways.items():
+            try:
+                with tf.device(device):
+                    found[how] = _flat(way(*sample.tensors()))
+            except Exception as error:
+                problems.append(f"{sample} on {device}: {how} fails: {_told(error)}" + (
+                    ". Register an XLA kernel (REGISTER_XLA_OP), and load the library before "
+                    "TensorFlow runs its first op: TensorFlow makes XLA's kernels once"
+                    if how == "with jit_compile" else ""))
+        for how, outputs in found.items():
+            problems += run.compare(sample, expected, outputs, f"{device}, {how}")
+        if not run.differentiable(sample):
+            continue
+        try:
+            with tf.device("CPU:0"):
+                eager = run.gradients(sample, "eagerly")
+            with tf.device(device):
+                for how in found:
+                    problems += run.gradient_differences(
+                        sample, eager, run.gradients(sample, how), f"on {device} {how}")
+        except LookupError:
+            notes.append("the gradient refuses by design, so only outputs are compared")
+    if problems:
+        raise _Verdict("failed", problems)
+    note = f" ({_listed(notes)})" if notes else ""
+    if all(jitted):
+        agreeing = "eager, tf.function and jit_compile"
+    elif any(jitted):
+        agreeing = "eager, tf.function and, where tried, jit_compile"
+    else:
+        agreeing = "eager and tf.function"
+    return f"{agreeing} agree on {', '.join(run.devices)}{note}"
+
+
+def _check_edges(run: _Run) -> str:
+    run.unscreened("edge samples run only in a fresh process, and none could run them")
+    problems, failing, outputs = [], 0, run.screen.outputs
+    for sample in run.edges:
+        if run.ended(sample):
+            problems.append(run.ended(sample))
+            continue
+        eager, again = (outputs.get((sample.index, how)) for how in ("eagerly", "eagerly again"))
+        if eager is None:  # fn cannot be traced for it, whatever its shapes: a clean error
+            failing += 1
+            continue
+        failing += isinstance(eager, str)
+        if isinstance(eager, list) and isinstance(again, list) and not run.varies:
+            problems += [f"{problem}: an output depends on memory the kernel never wrote (two "
+                         "eager calls, with the allocator's memory filled differently)"
+                         for problem in run.compare(sample, eager, again, "eagerly twice")]
+        if sample.index in run.screen.refused:
+            continue  # a graph refuses it, as the shape function does: a clean error (shape_fn)
+        for how in ("in tf.function", "with jit_compile"):
+            found, on_base = (outputs.get((i, how)) for i in (sample.index, sample.base))
+            if found is None or isinstance(on_base, str):  # not tried, or failing anyway (modes)
+                continue
+            if isinstance(eager, list) and isinstance(found, list):
+                problems += run.compare(sample, eager, found, how)
+            elif isinstance(eager, list) or isinstance(found, list):
+                said = [f"fails: {_told(x)}" if isinstance(x, str) else "gives outputs"
+                        for x in (eager, found)]
+                problems.append(f"{sample}: eagerly, fn {said[0]}; {how}, it {said[1]}")
+    if problems:
+        raise _Verdict("failed", problems)
+    return f"{len(run.edges)} edge samples (empty axes, scalars, a batch of one, extreme " \
+        "values), run in a fresh process: none ends it, and each gives the same outputs, or " \
+        "fails, eagerly (twice), in tf.function and, where XLA has its types, with " \
+        f"jit_compile; {failing} fail"
+
+
+def _check_vmap(run: _Run) -> str:
+    if not (samples := [s for s in run.usable() if s.arrays]):
+        raise _Verdict("skipped", "fn takes no argument to batch")
+    vectorized = tf.function(autograph=False)(lambda *batch: tf.vectorized_map(
+        lambda example: run.fn(*example), batch, fallback_to_while_loop=False))
+    problems = []
+    for sample in samples:
+        # A batch of three: the sample, and its values rotated by one and by two.
+        examples = [[np.roll(a.reshape(-1), k).reshape(a.shape) for a in sample.arrays]
+                    for k in range(3)]
+        try:
+            batch = vectorized(*sample.tensors([np.stack(c) for c in zip(*examples)]))
+        except Exception as error:
+            advice = ". Register a pfor converter (tensorflow.python.ops.parallel_for.pfor." \
+                     "RegisterPFor)" if "No pfor vectorization" in str(error) else ""
+            raise _Verdict("failed", f"{sample}: tf.vectorized_map fails without its while_loop "
+                           f"fallback: {_told(error)}{advice}") from error
+        for k, example in enumerate(examples):
+            one = _flat(tf.nest.map_structure(lambda t, k=k: _row(t, k), batch))
+            loop = run.guarded(sample, run.call, sample.tensors(example))
+            problems += run.compare(sample, loop, one, f"example {k}")
+    if problems:
+        raise _Verdict("failed", f"tf.vectorized_map differs from a loop: {_listed(problems)}")
+    return "tf.vectorized_map vectorizes fn, with the results of a loop over the batch"
+
+
+def _check_retrace(run: _Run) -> str:
+    signatures: dict[str, tuple] = {}
+    for sample in run.usable():
+        size = next((a.shape[0] for a in sample.arrays if a.ndim), 0)
+        batched = _batched(sample.arrays, empty_too=False)
+        specs = [tf.TensorSpec([None, *a.shape[1:]] if b else a.shape, d)
+                 for a, b, d in zip(sample.arrays, batched, sample.dtypes)]
+        if any(batched):
+            signatures.setdefault(str(specs), (sample, specs, batched, size))
+    if not signatures:
+        raise _Verdict("skipped", "no sample has an input with a batch dimension (size 1 or more)")
+    refused, served = [], 0
+    for sample, specs, batched, size in signatures.values():
+        traced = tf.function(run.fn, input_signature=specs, autograph=False)
+        try:
+            traced.get_concrete_function()
+        except Exception as error:
+            raise _Verdict("failed", f"{sample}: fn cannot be traced for an unknown batch "
+                           f"dimension ({', '.join(_shape(s.shape) for s in specs)}): "
+                           f"{_told(error)}. A tf.function that calls it traces again for "
+                           "every batch size") from error
+        for rows in (np.arange(batch) % size for batch in (size, size + 1, 2 * size + 1)):
+            try:
+                traced(*sample.tensors([a[rows] if b else a
+                                        for a, b in zip(sample.arrays, batched)]))
+                served += len(rows) > size
+            except tf.errors.OpError as error:  # inputs tied otherwise than by their first axis
+                refused.append(f"a batch of {len(rows)} made from {sample}: {_told(error)}")
+        if (traces := traced.experimental_get_tracing_count()) != 1:
+            raise _Verdict("failed", f"{sample}: {traces} traces for one signature")
+    if not served:
+        raise _Verdict("skipped", "fn refused every batch larger than its sample, so no other "
+                       f"batch size was tried: {_listed(refused, 1)}")
+    note = f" (fn refused {_listed(refused, 1)})" if refused else ""
+    return f"one trace serves batch sizes n, n+1 and 2n+1, for each of {len(signatures)} " \
+           f"signatures{note}"
+
+
+def _check_pure(run: _Run) -> str:
+    problems = []
+    for sample in run.usable():
+        for how, call in (("eagerly", run.call), ("in tf.function", lambda t: run.function(*t))):
+            inputs = sample.tensors()
+            run.guarded(sample, call, inputs)
+            for i, (before, after) in enumerate(zip(sample.tensors(), inputs)):
+                if text := _difference(before, after):
+                    problems.append(f"{sample}: called {how}, fn changed its input {i} ({text}): "
+                                    "a kernel must never write into an input")
+    # Only stateful ops that make values may make them vary (not Assert, which makes none).
+    op_defs = [_compat.registered_op_def(op) for op in run.op_types]
+    stateful = [d.name for d in op_defs if d is not None and d.is_stateful and d.output_arg]
+    if run.varies and not stateful:
+        problems.append(f"{', '.join(run.op_types)} is declared stateless, yet two calls on "
+                        f"{run.varies[0]} gave other outputs: Grappler may fold it into a constant "
+                        "or merge two calls. Declare it SetIsStateful(), or make it deterministic")
+    if problems:
+        raise _Verdict("failed", problems)
+    if run.varies:
+        return f"inputs unchanged; outputs vary, as stateful {', '.join(stateful)} may make them"
+    return "inputs unchanged, and the same outputs for the same inputs"
+
+
+def _check_saved_model(run: _Run) -> str:
+    samples, screen = run.usable(), run.screen
+    loads = ", ".join(name.partition(":")[2] for name in run.libraries) or "only TensorFlow"
+    if screen.error:
+        raise _Verdict("failed", f"in a fresh process that loads {loads}, the SavedModel does "
+                       f"not load and run: {screen.error}")
+    problems = []
+    for sample in samples:
+        if isinstance(outputs := screen.outputs.get((sample.index, "in tf.function"), []), str):
+            problems.append(f"{sample}: the loaded model raised {_told(outputs)}")
+        else:
+            problems += run.compare(sample, run.eager(sample), outputs, "the loaded model")
+    if problems:
+        raise _Verdict("failed", problems)
+    without = ("it needs no op that TensorFlow alone lacks" if not screen.unregistered else
+               f"without it, it cannot load: TensorFlow alone registers no "
+               f"{', '.join(screen.unregistered)}")
+    return f"a fresh process that loads {loads} gives the same outputs; {without}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """A check: its ``name`` in ``checks`` and in the results; the ``function`` that returns its
+    reason for ``ok`` or raises ``_Verdict``; whether it reads what the fresh process found
+    (``fresh_process``); and whether it runs the samples given, leaving out, with a note, those
+    that crashed (``runs_given_samples``)."""
+
+    name: str
+    function: Callable[[_Run], str]
+    fresh_process: bool
+    runs_given_samples: bool
+
+
+# The checks, in the order they run and are reported.
+TABLE = (
+    Check("registered", _check_registered, fresh_process=False, runs_given_samples=False),
+    Check("shape_fn", _check_shape_fn, fresh_process=False, runs_given_samples=True),
+    Check("crash", _check_crash, fresh_process=True, runs_given_samples=False),
+    Check("gradient", _check_gradient, fresh_process=False, runs_given_samples=True),
+    Check("modes", _check_modes, fresh_process=False, runs_given_samples=True),
+    Check("edges", _check_edges, fresh_process=True, runs_given_samples=False),
+    Check("vmap", _check_vmap, fresh_process=False, runs_given_samples=True),
+    Check("retrace", _check_retrace, fresh_process=False, runs_given_samples=True),
+    Check("pure", _check_pure, fresh_process=False, runs_given_samples=True),
+    Check("saved_model", _check_saved_model, fresh_process=True, runs_given_samples=True),
+)
+CHECKS = tuple(check.name for check in TABLE)
+IN_PROCESS = tuple(check.name for check in TABLE if not check.fresh_process)

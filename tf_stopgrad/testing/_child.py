@@ -1,0 +1,146 @@
+"""opcheck's fresh process, run by path: ``python _child.py DIRECTORY LIBRARY... -- OP_TYPE...``.
+
+It imports TensorFlow and each LIBRARY (``path:FILE`` or ``module:NAME``), never tf_stopgrad,
+whose op library would make saved_model's "TensorFlow alone lacks" wrong. It notes which of
+OP_TYPES TensorFlow alone does not register, raises if the libraries leave one unregistered,
+loads the SavedModel in DIRECTORY, and calls it on
+each sample in DIRECTORY/inputs: eagerly twice, with freed and new memory filled differently
+each time (glibc's M_PERTURB), in tf.function, and with jit_compile for a file named -jit. It
+notes each call in DIRECTORY/progress before making it, so a crash leaves the call that ended it
+there, and writes what each call gave to DIRECTORY/outputs/WAY/SAMPLE (.error for an error).
+Tensors go as lists of TensorProtos, which need no kernel (SerializeTensor has none for qint8).
+"""
+
+import ctypes
+import functools
+import importlib
+import importlib.util
+import pathlib
+import sys
+from collections.abc import Callable
+
+import tensorflow as tf
+from tensorflow.core.framework.attr_value_pb2 import AttrValue
+
+# tf_stopgrad's private TensorFlow APIs, loaded by path: importing tf_stopgrad would load its op
+# library.
+_spec = importlib.util.spec_from_file_location(
+    "_compat", pathlib.Path(__file__).resolve().parents[1] / "_compat.py")
+assert _spec is not None and _spec.loader is not None
+_compat = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_compat)
+
+OPAQUE = (tf.variant, tf.resource)  # dtypes whose values cannot be read, only their shapes
+PERTURB = {"eagerly": 0x5A, "eagerly again": 0xA5}  # the byte glibc fills memory with
+M_PERTURB = -6  # mallopt's option for it, as MALLOC_PERTURB_ sets it at startup
+
+
+def eagerly(function, inputs: list) -> list:
+    """Runs the ops of a traced function one by one, as eager execution runs them: with no shape
+    function, so each kernel gets inputs that its shape function would refuse."""
+    graph = function.graph
+    fed = dict(zip((t.op.name for t in graph.inputs), [*inputs, *function.captured_inputs]))
+    nodes = {node.name: node for node in graph.as_graph_def().node}
+    made: dict[str, list] = {name: [tensor] for name, tensor in fed.items()}
+
+    def outputs_of(name: str) -> list:
+        if name in made:
+            return made[name]
+        node = nodes[name]
+        inputs = []
+        for source in node.input:
+            producer, _, index = source.lstrip("^").partition(":")
+            produced = outputs_of(producer)
+            if not source.startswith("^"):
+                inputs.append(produced[int(index or 0)])
+        if node.op == "Const":  # its value attribute is a tensor, which eager attributes lack
+            proto = node.attr["value"].tensor
+            made[name] = [tf.constant(tf.make_ndarray(proto), proto.dtype)]
+            return made[name]
+        attrs = []
+        for key, value in node.attr.items():
+            if not key.startswith("_"):  # the graph's annotations, not the op's
+                attrs += [key, attribute(value)]
+        made[name] = _compat.execute_op(node.op, output_count(node), inputs, tuple(attrs))
+        return made[name]
+
+    return [outputs_of(t.op.name)[t.value_index] for t in graph.outputs]
+
+
+def attribute(value: AttrValue):
+    """An AttrValue as eager execution takes it."""
+    kind = value.WhichOneof("value")
+    if kind != "list":
+        return plain(kind, getattr(value, kind))
+    for field in ("s", "i", "f", "b", "type", "shape", "func"):
+        if values := getattr(value.list, field):
+            return [plain(field, v) for v in values]
+    return []
+
+
+def plain(kind, value):
+    if kind == "shape":
+        return None if value.unknown_rank else [d.size if d.size >= 0 else None for d in value.dim]
+    return value.name if kind == "func" else value
+
+
+def output_count(node) -> int:
+    count = 0
+    for arg in _compat.registered_op_def(node.op).output_arg:
+        if arg.number_attr:
+            count += node.attr[arg.number_attr].i
+        elif arg.type_list_attr:
+            count += len(node.attr[arg.type_list_attr].list.type)
+        else:
+            count += 1
+    return count
+
+
+def main(directory: pathlib.Path, libraries: list[str], op_types: list[str]) -> None:
+    unregistered = [op_type for op_type in op_types if _compat.registered_op_def(op_type) is None]
+    (directory / "unregistered").write_text(" ".join(unregistered))
+    for library in libraries:
+        kind, _, name = library.partition(":")
+        if kind == "path":
+            tf.load_op_library(name)
+        else:
+            importlib.import_module(name)
+    if missing := [op_type for op_type in op_types if _compat.registered_op_def(op_type) is None]:
+        raise LookupError(f"loading {', '.join(libraries) or 'only TensorFlow'} registers no "
+                          f"{', '.join(missing)}")
+    model = tf.saved_model.load(str(directory / "model"))
+    jitted = tf.function(lambda *inputs: model.call(*inputs), autograph=False, jit_compile=True)
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # glibc's; absent elsewhere
+    for sample in sorted((directory / "inputs").iterdir()):
+        protos = AttrValue.ListValue.FromString(sample.read_bytes()).tensor
+        traced = getattr(model, f"sample_{sample.name[:4]}")
+        ways: dict[str, Callable] = {way: functools.partial(eagerly, traced) for way in PERTURB}
+        ways["in tf.function"] = lambda inputs: model.call(*inputs)
+        if sample.name.endswith("-jit"):
+            ways["with jit_compile"] = lambda inputs: jitted(*inputs)
+        for way, call in ways.items():
+            inputs = [tf.constant(tf.make_ndarray(proto), proto.dtype) for proto in protos]
+            with open(directory / "progress", "a") as progress:
+                progress.write(f"{sample.name} {way}\n")
+            if mallopt:
+                mallopt(M_PERTURB, PERTURB.get(way, 0))
+            folder = directory / "outputs" / way
+            folder.mkdir(parents=True, exist_ok=True)
+            try:
+                outputs = tf.nest.flatten(call(inputs), expand_composites=True)
+            except Exception as error:
+                (folder / f"{sample.name[:4]}.error").write_text(f"{type(error).__name__}\n{error}")
+                continue
+            readable = [tf.zeros(t.shape, tf.bool) if t.dtype in OPAQUE else t for t in outputs]
+            written = AttrValue.ListValue(tensor=[tf.make_tensor_proto(t.numpy(), t.dtype)
+                                                  for t in readable])
+            (folder / sample.name[:4]).write_bytes(written.SerializeToString())
+
+
+if __name__ == "__main__":
+    place, arguments = pathlib.Path(sys.argv[1]), sys.argv[2:]
+    try:
+        main(place, arguments[:arguments.index("--")], arguments[arguments.index("--") + 1:])
+    except Exception as failure:
+        (place / "error").write_text(f"{type(failure).__name__}\n{failure}")
+        sys.exit(1)

@@ -1,0 +1,127 @@
+"""opcheck's fresh process, from opcheck's side: fn's SavedModel and the samples' inputs written
+to a directory, then _child.py run on them, by path, until it has run every sample or crashed."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework.attr_value_pb2 import AttrValue
+
+from .. import _compat
+
+TIMEOUT_S = 300
+CHILD = Path(__file__).with_name("_child.py")
+
+
+@dataclasses.dataclass
+class Call:
+    """A sample, as the fresh process runs it: its inputs, the signature fn is traced for (the
+    sample's own shapes, or unknown ones where the shape function refuses them), and whether
+    XLA has its types."""
+
+    index: int
+    arrays: Sequence[np.ndarray]
+    dtypes: Sequence[tf.DType]
+    specs: list[tf.TensorSpec]
+    jit: bool
+
+
+@dataclasses.dataclass
+class Ran:
+    """What the fresh processes did: ``error`` if none could run the samples, each crash (index:
+    how the process ended, and during which way), each call's outputs, or error text, by (index,
+    way), and the samples that were traced for unknown shapes, which the shape function refuses."""
+
+    error: str = ""
+    outputs: dict[tuple[int, str], Any] = dataclasses.field(default_factory=dict)
+    crashes: dict[int, str] = dataclasses.field(default_factory=dict)
+    unregistered: list[str] = dataclasses.field(default_factory=list)  # by TensorFlow alone
+    refused: set[int] = dataclasses.field(default_factory=set)  # by the shape function
+
+
+def run(calls: list[Call], libraries: list[str], op_types: list[str], directory: str) -> Ran:
+    """Runs ``calls``, saved in ``directory``, in fresh processes: another starts past each
+    sample that crashes one."""
+    ran = Ran()
+    while any(Path(directory, "inputs").iterdir()):
+        ended, said = _one_process(directory, libraries, op_types)
+        done = Path(directory, "progress").read_text().splitlines()
+        if not ended or not done:  # it ended well, raised, or crashed before a sample
+            ran.error = f"it ended {ended} before it ran a sample" if ended else said
+            break
+        name, way = done[-1].split(" ", 1)
+        ran.crashes[int(name[:4])] = f"{ended} {way}{said}"
+        for line in done:
+            Path(directory, "inputs", line.split()[0]).unlink(missing_ok=True)
+        Path(directory, "progress").write_text("")
+    if not ran.error:
+        ran.unregistered = sorted(Path(directory, "unregistered").read_text().split())
+    for path in Path(directory, "outputs").glob("*/*"):  # outputs/WAY/SAMPLE[.error]
+        key = int(path.name[:4]), path.parent.name
+        if key[0] in ran.crashes:
+            continue  # what a crash or the time limit cut short
+        if path.suffix == ".error":
+            ran.outputs[key] = path.read_text()
+        else:
+            protos = AttrValue.ListValue.FromString(path.read_bytes()).tensor
+            ran.outputs[key] = [tf.constant(tf.make_ndarray(p), p.dtype) for p in protos]
+    return ran
+
+
+def save(fn: Callable[..., Any], calls: list[Call], directory: str) -> None:
+    """fn's SavedModel, with ``call`` traced for each sample and each trace as ``sample_NNNN``,
+    and each sample's inputs, in a file whose name ends with -jit where XLA has their types."""
+    module = tf.Module()
+    module.call = tf.function(fn, autograph=False)
+    module.held = held(fn, set())  # what the model must save too: a tokenizer's tables
+    Path(directory, "inputs").mkdir()
+    for call in calls:
+        setattr(module, f"sample_{call.index:04d}", module.call.get_concrete_function(*call.specs))
+        protos = map(tf.make_tensor_proto, call.arrays, call.dtypes)
+        Path(directory, "inputs", f"{call.index:04d}{'-jit' if call.jit else ''}").write_bytes(
+            AttrValue.ListValue(tensor=protos).SerializeToString())
+    tf.saved_model.save(module, str(Path(directory, "model")))
+    Path(directory, "progress").write_text("")
+
+
+def held(thing: Any, seen: set[int]) -> list[Any]:
+    """The trackable objects (tables, variables) that ``thing`` is or reaches: a function, through
+    its object, closure and the globals it names, and the functions (or partials) those are."""
+    thing = getattr(thing, "python_function", thing)  # a tf.function's Python function
+    if isinstance(thing, _compat.Trackable):
+        return [thing]
+    if id(thing) in seen or str(getattr(thing, "__module__", "")).startswith("tensorflow"):
+        return []
+    seen.add(id(thing))
+    parts = [getattr(thing, name, None) for name in ("__self__", "__func__", "func")]
+    if code := getattr(thing, "__code__", None):
+        parts += [cell.cell_contents for cell in thing.__closure__ or ()]
+        parts += [thing.__globals__.get(name) for name in code.co_names]
+    return [found for part in parts if part is not None for found in held(part, seen)]
+
+
+def _one_process(directory: str, libraries: list[str], op_types: list[str]) -> tuple[str, str]:
+    """Runs _child.py: ('', '') if it ends well, ('', its error's text) if it raises, or how it
+    ended otherwise (with a signal, or none in time) and what a CHECK or glibc said."""
+    try:
+        ran = subprocess.run([sys.executable, str(CHILD), directory, *libraries, "--", *op_types],
+                             cwd=directory, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+                             capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"without finishing within {TIMEOUT_S} s", ""
+    if ran.returncode < 0:
+        said = re.search(r"Check failed: .*|^\S*\(\): .*|.*detected.*", ran.stderr, re.MULTILINE)
+        return f"with {signal.Signals(-ran.returncode).name}", f" ({said[0]})" if said else ""
+    if not ran.returncode or not (error := Path(directory, "error")).exists():
+        return "", f"exit status {ran.returncode}: {ran.stderr[-300:]}" if ran.returncode else ""
+    return "", error.read_text()
