@@ -131,10 +131,13 @@ CRASHING = {
         [(X23, np.int32(2))],
         "edge sample 8 (float32[2, 3], int32[]: sample 0 with input 1 at its maximum) ends the "
         "process with SIG"),
+    # Which comparison sees the unwritten memory first depends on the allocator: on bookworm's
+    # glibc the two eager calls differ; on trixie's they were seen to agree, and tf.function's
+    # call to differ from them.
     "opcheck_leaves_tail_unwritten": (
         [(X23, X23)],
-        "edge sample 8 (float32[2, 3], float32[0, 3]: sample 0 with input 1 empty in axis 0), "
-        "eagerly twice: output 0: at [0, 0] "),
+        re.compile(r"edge sample \d+ \(float32\[2, 3\], float32\[0, 3\]: [^)]*\), (eagerly twice|"
+                   r"in tf\.function|with jit_compile): output 0: at \[")),
     "opcheck_frees_twice_after_empty": (
         [(X23,)],
         "edge sample 1 (float32[0, 3]: sample 0 with an empty batch) ends the process with SIGABRT "
@@ -154,7 +157,8 @@ def test_a_crash_that_only_an_eager_call_or_one_extreme_reaches_fails_edges(brok
                       checks=["shape_fn", "crash", "edges", "saved_model"])  # fmt: skip
 
     assert list(results.failures()) == ["edges"], str(results)  # and this process lives on
-    assert says in results["edges"].reason
+    reason = results["edges"].reason
+    assert says.search(reason) if isinstance(says, re.Pattern) else says in reason, reason
 
 
 @pytest.mark.slow
