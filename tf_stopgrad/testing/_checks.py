@@ -26,6 +26,9 @@ from ._run import (
     _Verdict,
 )
 
+# What modes says where XLA has the types of no sample: a failure of jit_compile is not tried.
+UNJITTED = "eager and tf.function agree"
+
 
 def _check_registered(run: _Run) -> str:
     unbuilt = [f"{s}: fn cannot build its ops: {_told(run.trace(s))}"  # type: ignore[arg-type]
@@ -155,12 +158,12 @@ def _check_modes(run: _Run) -> str:
         raise _Verdict("failed", problems)
     note = f" ({_listed(notes)})" if notes else ""
     if all(jitted):
-        agreeing = "eager, tf.function and jit_compile"
+        agreeing = "eager, tf.function and jit_compile agree"
     elif any(jitted):
-        agreeing = "eager, tf.function and, where tried, jit_compile"
+        agreeing = "eager, tf.function and, where tried, jit_compile agree"
     else:
-        agreeing = "eager and tf.function"
-    return f"{agreeing} agree on {', '.join(run.devices)}{note}"
+        agreeing = UNJITTED
+    return f"{agreeing} on {', '.join(run.devices)}{note}"
 
 
 def _check_edges(run: _Run) -> str:
@@ -179,7 +182,7 @@ def _check_edges(run: _Run) -> str:
             problems += [f"{problem}: an output depends on memory the kernel never wrote (two "
                          "eager calls, with the allocator's memory filled differently)"
                          for problem in run.compare(sample, eager, again, "eagerly twice")]
-        if sample.index in run.screen.refused:
+        if isinstance(run.trace(sample), Exception):
             continue  # a graph refuses it, as the shape function does: a clean error (shape_fn)
         for how in ("in tf.function", "with jit_compile"):
             found, on_base = (outputs.get((i, how)) for i in (sample.index, sample.base))
@@ -304,7 +307,9 @@ def _check_saved_model(run: _Run) -> str:
     without = ("it needs no op that TensorFlow alone lacks" if not screen.unregistered else
                f"without it, it cannot load: TensorFlow alone registers no "
                f"{', '.join(screen.unregistered)}")
-    return f"a fresh process that loads {loads} gives the same outputs; {without}"
+    same = "outputs of the same dtypes and ranks (fn's vary: see pure)" if run.varies else \
+        "the same outputs"
+    return f"a fresh process that loads {loads} gives {same}; {without}"
 
 
 @dataclasses.dataclass(frozen=True)

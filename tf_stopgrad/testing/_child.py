@@ -3,12 +3,12 @@
 It imports TensorFlow and each LIBRARY (``path:FILE`` or ``module:NAME``), never tf_stopgrad,
 whose op library would make saved_model's "TensorFlow alone lacks" wrong. It notes which of
 OP_TYPES TensorFlow alone does not register, raises if the libraries leave one unregistered,
-loads the SavedModel in DIRECTORY, and calls it on
-each sample in DIRECTORY/inputs: eagerly twice, with freed and new memory filled differently
-each time (glibc's M_PERTURB), in tf.function, and with jit_compile for a file named -jit. It
-notes each call in DIRECTORY/progress before making it, so a crash leaves the call that ended it
-there, and writes what each call gave to DIRECTORY/outputs/WAY/SAMPLE (.error for an error).
-Tensors go as lists of TensorProtos, which need no kernel (SerializeTensor has none for qint8).
+loads the SavedModel in DIRECTORY, and calls it on each sample in DIRECTORY/inputs: eagerly
+twice, with freed and new memory filled differently each time (glibc's M_PERTURB), in
+tf.function, and with jit_compile for a file named -jit. It notes each call in
+DIRECTORY/progress before making it, so a crash leaves the call that ended it there, and writes
+what each call gave to DIRECTORY/outputs/WAY/SAMPLE (.error for an error). Tensors go as lists of
+TensorProtos, which need no kernel (SerializeTensor has none for qint8).
 """
 
 import ctypes
@@ -39,32 +39,18 @@ def eagerly(function, inputs: list) -> list:
     """Runs the ops of a traced function one by one, as eager execution runs them: with no shape
     function, so each kernel gets inputs that its shape function would refuse."""
     graph = function.graph
-    fed = dict(zip((t.op.name for t in graph.inputs), [*inputs, *function.captured_inputs]))
-    nodes = {node.name: node for node in graph.as_graph_def().node}
-    made: dict[str, list] = {name: [tensor] for name, tensor in fed.items()}
-
-    def outputs_of(name: str) -> list:
-        if name in made:
-            return made[name]
-        node = nodes[name]
-        inputs = []
-        for source in node.input:
-            producer, _, index = source.lstrip("^").partition(":")
-            produced = outputs_of(producer)
-            if not source.startswith("^"):
-                inputs.append(produced[int(index or 0)])
-        if node.op == "Const":  # its value attribute is a tensor, which eager attributes lack
-            proto = node.attr["value"].tensor
-            made[name] = [tf.constant(tf.make_ndarray(proto), proto.dtype)]
-            return made[name]
-        attrs = []
-        for key, value in node.attr.items():
-            if not key.startswith("_"):  # the graph's annotations, not the op's
-                attrs += [key, attribute(value)]
-        made[name] = _compat.execute_op(node.op, output_count(node), inputs, tuple(attrs))
-        return made[name]
-
-    return [outputs_of(t.op.name)[t.value_index] for t in graph.outputs]
+    made = {t.name: v for t, v in zip(graph.inputs, [*inputs, *function.captured_inputs])}
+    for op in graph.get_operations():
+        if op.type == "Const":  # its value attribute is a tensor, which eager attributes lack
+            proto = op.get_attr("value")
+            made[op.outputs[0].name] = tf.constant(tf.make_ndarray(proto), proto.dtype)
+        elif op.type != "Placeholder":
+            attrs = [part for key, value in op.node_def.attr.items() if not key.startswith("_")
+                     for part in (key, attribute(value))]  # not the graph's annotations
+            outputs = _compat.execute_op(op.type, len(op.outputs),
+                                         [made[t.name] for t in op.inputs], tuple(attrs))
+            made.update(zip((t.name for t in op.outputs), outputs))
+    return [made[t.name] for t in graph.outputs]
 
 
 def attribute(value: AttrValue):
@@ -72,28 +58,15 @@ def attribute(value: AttrValue):
     kind = value.WhichOneof("value")
     if kind != "list":
         return plain(kind, getattr(value, kind))
-    for field in ("s", "i", "f", "b", "type", "shape", "func"):
-        if values := getattr(value.list, field):
-            return [plain(field, v) for v in values]
-    return []
+    fields = ("s", "i", "f", "b", "type", "shape", "func")
+    return next(([plain(f, v) for v in getattr(value.list, f)] for f in fields
+                 if getattr(value.list, f)), [])
 
 
 def plain(kind, value):
     if kind == "shape":
         return None if value.unknown_rank else [d.size if d.size >= 0 else None for d in value.dim]
     return value.name if kind == "func" else value
-
-
-def output_count(node) -> int:
-    count = 0
-    for arg in _compat.registered_op_def(node.op).output_arg:
-        if arg.number_attr:
-            count += node.attr[arg.number_attr].i
-        elif arg.type_list_attr:
-            count += len(node.attr[arg.type_list_attr].list.type)
-        else:
-            count += 1
-    return count
 
 
 def main(directory: pathlib.Path, libraries: list[str], op_types: list[str]) -> None:
@@ -114,7 +87,7 @@ def main(directory: pathlib.Path, libraries: list[str], op_types: list[str]) -> 
     for sample in sorted((directory / "inputs").iterdir()):
         protos = AttrValue.ListValue.FromString(sample.read_bytes()).tensor
         traced = getattr(model, f"sample_{sample.name[:4]}")
-        ways: dict[str, Callable] = {way: functools.partial(eagerly, traced) for way in PERTURB}
+        ways: dict[str, Callable] = dict.fromkeys(PERTURB, functools.partial(eagerly, traced))
         ways["in tf.function"] = lambda inputs: model.call(*inputs)
         if sample.name.endswith("-jit"):
             ways["with jit_compile"] = lambda inputs: jitted(*inputs)

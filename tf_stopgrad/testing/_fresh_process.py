@@ -3,12 +3,14 @@ to a directory, then _child.py run on them, by path, until it has run every samp
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,41 +42,45 @@ class Call:
 class Ran:
     """What the fresh processes did: ``error`` if none could run the samples, each crash (index:
     how the process ended, and during which way), each call's outputs, or error text, by (index,
-    way), and the samples that were traced for unknown shapes, which the shape function refuses."""
+    way), and the ops TensorFlow alone does not register."""
 
     error: str = ""
     outputs: dict[tuple[int, str], Any] = dataclasses.field(default_factory=dict)
     crashes: dict[int, str] = dataclasses.field(default_factory=dict)
-    unregistered: list[str] = dataclasses.field(default_factory=list)  # by TensorFlow alone
-    refused: set[int] = dataclasses.field(default_factory=set)  # by the shape function
+    unregistered: list[str] = dataclasses.field(default_factory=list)
 
 
-def run(calls: list[Call], libraries: list[str], op_types: list[str], directory: str) -> Ran:
-    """Runs ``calls``, saved in ``directory``, in fresh processes: another starts past each
-    sample that crashes one."""
+def run(fn: Callable[..., Any], calls: list[Call], libraries: list[str], op_types: list[str]
+        ) -> Ran:
+    """Saves fn and ``calls`` to a directory, and runs them there in fresh processes: another
+    starts past each sample that crashes one."""
     ran = Ran()
-    while any(Path(directory, "inputs").iterdir()):
-        ended, said = _one_process(directory, libraries, op_types)
-        done = Path(directory, "progress").read_text().splitlines()
-        if not ended or not done:  # it ended well, raised, or crashed before a sample
-            ran.error = f"it ended {ended} before it ran a sample" if ended else said
-            break
-        name, way = done[-1].split(" ", 1)
-        ran.crashes[int(name[:4])] = f"{ended} {way}{said}"
-        for line in done:
-            Path(directory, "inputs", line.split()[0]).unlink(missing_ok=True)
-        Path(directory, "progress").write_text("")
-    if not ran.error:
-        ran.unregistered = sorted(Path(directory, "unregistered").read_text().split())
-    for path in Path(directory, "outputs").glob("*/*"):  # outputs/WAY/SAMPLE[.error]
-        key = int(path.name[:4]), path.parent.name
-        if key[0] in ran.crashes:
-            continue  # what a crash or the time limit cut short
-        if path.suffix == ".error":
-            ran.outputs[key] = path.read_text()
-        else:
-            protos = AttrValue.ListValue.FromString(path.read_bytes()).tensor
-            ran.outputs[key] = [tf.constant(tf.make_ndarray(p), p.dtype) for p in protos]
+    if not calls:
+        return ran
+    with tempfile.TemporaryDirectory(prefix="opcheck-") as directory:
+        save(fn, calls, directory)
+        while any(Path(directory, "inputs").iterdir()):
+            ended, said = _one_process(directory, libraries, op_types)
+            done = Path(directory, "progress").read_text().splitlines()
+            if not ended or not done:  # it ended well, raised, or crashed before a sample
+                ran.error = f"it ended {ended} before it ran a sample" if ended else said
+                break
+            name, way = done[-1].split(" ", 1)
+            ran.crashes[int(name[:4])] = f"{ended} {way}{said}"
+            for line in done:
+                Path(directory, "inputs", line.split()[0]).unlink(missing_ok=True)
+            Path(directory, "progress").write_text("")
+        if not ran.error:
+            ran.unregistered = sorted(Path(directory, "unregistered").read_text().split())
+        for path in Path(directory, "outputs").glob("*/*"):  # outputs/WAY/SAMPLE[.error]
+            key = int(path.name[:4]), path.parent.name
+            if key[0] in ran.crashes:
+                continue  # what a crash or the time limit cut short
+            if path.suffix == ".error":
+                ran.outputs[key] = path.read_text()
+            else:
+                protos = AttrValue.ListValue.FromString(path.read_bytes()).tensor
+                ran.outputs[key] = [tf.constant(tf.make_ndarray(p), p.dtype) for p in protos]
     return ran
 
 
@@ -92,6 +98,24 @@ def save(fn: Callable[..., Any], calls: list[Call], directory: str) -> None:
             AttrValue.ListValue(tensor=protos).SerializeToString())
     tf.saved_model.save(module, str(Path(directory, "model")))
     Path(directory, "progress").write_text("")
+
+
+def loaded_op_libraries(op_types: list[str]) -> list[str]:
+    """The op libraries mapped into this process (Linux's /proc/self/maps) that registered any of
+    ``op_types``: shared objects outside TensorFlow's directory that name its framework library,
+    each asked again for the ops it registered when it was loaded."""
+    maps, own = Path("/proc/self/maps"), Path(tf.__file__).parent
+    paths = {line.split()[-1] for line in (maps.read_text().splitlines() if maps.exists() else ())
+             if ".so" in line.rsplit("/", 1)[-1]}
+    found = []
+    for path in sorted(paths):
+        if Path(path).is_relative_to(own) or not Path(path).is_file():
+            continue
+        with contextlib.suppress(OSError):
+            if b"libtensorflow_framework" not in Path(path).read_bytes():
+                continue
+            found += [path] if _compat.op_library_ops(path) & set(op_types) else []
+    return found
 
 
 def held(thing: Any, seen: set[int]) -> list[Any]:

@@ -1,6 +1,6 @@
-"""What opcheck's checks share: the samples (the author's and the edge samples derived from
-them), ``_Run`` (one opcheck call: fn traced, its ops and kernels, its outputs, the fresh
-process's findings), and the helpers that compare values and tell errors."""
+"""What opcheck's checks share: the samples (the author's, and the edge samples derived from
+them), ``_Run`` (one opcheck call: what checks ask of it, then the plumbing behind it), and the
+helpers that compare values, tell errors and read TensorFlow's registries."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import contextlib
 import dataclasses
 import functools
 import itertools
+import os
 import re
 import tempfile
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import ml_dtypes
@@ -33,6 +33,7 @@ PREAMBLE = r"Graph execution error:|Detected at node|File \"|<stack traces unava
 # The checks that report a sample the others leave out, in the order they run.
 REPORTERS = ("registered", "shape_fn", "crash")
 OPAQUE = (tf.variant, tf.resource)  # dtypes whose values cannot be read, only their shapes
+UNKNOWN = ("", "dimensions", "rank")  # the shapes fn is traced for: the sample's, then unknown
 
 
 # --- the samples -----------------------------------------------------------------------------
@@ -50,17 +51,24 @@ class _Sample:
         pairs = zip(arrays or self.arrays, self.dtypes)
         return [tf.constant(np.array(array, copy=True), dtype) for array, dtype in pairs]
 
+    def specs(self, unknown: str = "") -> list[tf.TensorSpec]:
+        """The sample's signature: its shapes, or ``unknown`` dimensions or rank."""
+        return [tf.TensorSpec(None if unknown == "rank" else [None] * a.ndim if unknown
+                              else a.shape, d) for a, d in zip(self.arrays, self.dtypes)]
+
     def __str__(self) -> str:
         args = ", ".join(f"{d.name}{list(a.shape)}" for a, d in zip(self.arrays, self.dtypes))
-        return f"edge sample {self.index} ({args}: {self.derived})" if self.derived else \
-            f"sample {self.index} ({args})"
+        if self.derived:
+            return f"edge sample {self.index} ({args}: {self.derived})"
+        return f"sample {self.index} ({args})"
 
 
 def _edge_samples(samples: Sequence[_Sample], first_index: int) -> list[_Sample]:
     """The inputs that op authors forget, derived from the first sample of each signature (its
     dtypes and ranks): an empty batch, a batch of one, extreme values in every input at once,
     each input empty in each axis in turn, each input a scalar, and each input's extreme values
-    with the others as given; none a copy of a sample."""
+    with the others as given; none a copy of a sample. So a signature of n inputs of ranks r
+    gives at most 3 + Σ(r + 3) edge samples."""
     bases: dict[tuple, _Sample] = {}
     for sample in samples:
         bases.setdefault((sample.dtypes, tuple(a.ndim for a in sample.arrays)), sample)
@@ -121,7 +129,7 @@ def _extremes(array: np.ndarray, dtype: tf.DType) -> list[tuple[str, np.ndarray]
     return []
 
 
-# --- what the checks share ------------------------------------------------------------------
+# --- one opcheck call -------------------------------------------------------------------------
 class _Verdict(Exception):
     """Ends a check otherwise than ``ok``: ``_Verdict("failed", reason or list of problems)``."""
 
@@ -136,7 +144,12 @@ def _visible_devices() -> list[str]:
 
 
 class _Run:
-    """One opcheck call: the op, its samples, and what several checks share, computed once."""
+    """One opcheck call, and what checks ask of it, each computed once. A check takes the
+    samples that ``usable()`` gives; calls fn as ``ways`` (or ``gradient_ways``) do; compares
+    with ``eager(sample)`` through ``compare`` (``gradient_differences``); reads the op through
+    ``trace``, ``op_types``, ``shape_problems``, ``varies`` and ``differentiable``; and reads
+    the fresh process's findings through ``screen``, ``edges``, ``ended`` and ``unscreened``.
+    The plumbing behind them comes after ``differentiate``."""
 
     def __init__(self, fn: Callable[..., Any], samples: list[_Sample], library, rtol, atol,
                  checks: Sequence[str], fresh: bool):
@@ -151,32 +164,121 @@ class _Run:
         self.kinds = [device.split(":")[0] for device in self.devices]
         self.function = tf.function(fn, autograph=False)
         self.ways = {"eagerly": fn, "in tf.function": self.function,
-                     "with jit_compile": tf.function(fn, autograph=False, jit_compile=True)}
+                     "with jit_compile": _quiet(tf.function(fn, autograph=False, jit_compile=True))}
         tape, v1 = (functools.partial(self.differentiate, v1) for v1 in (False, True))
         self.gradient_ways = {
             "eagerly": tape, "by v1 gradients": tf.function(v1, autograph=False),
             "in tf.function": tf.function(tape, autograph=False),
-            "with jit_compile": tf.function(tape, autograph=False, jit_compile=True)}
+            "with jit_compile": _quiet(tf.function(tape, autograph=False, jit_compile=True))}
 
-    @functools.cache  # noqa: B019 (a run lives as long as its opcheck call)
-    def xla_types(self, device: str) -> set[str]:
-        """The dtypes XLA compiles on ``device``: those of its kernel for a function's arguments,
-        which XLA registers when the process makes its first eager tensor."""
-        tf.constant(0)
-        jit = f"XLA_{device.split(':')[0]}_JIT"
-        return {tf.as_dtype(t).name for k in _compat.registered_kernels("_Arg")
-                if k.device_type == jit for c in k.constraint for t in c.allowed_values.list.type}
+    def usable(self, skip: bool = True) -> list[_Sample]:
+        """The samples fn builds and runs its ops on without a crash; if none, a skip."""
+        usable = [s for s in self.samples
+                  if not self.reported_by(s) and s.index not in self.crashes]
+        if skip and not usable:
+            unbuilt = {self.reported_by(s) for s in self.samples
+                       if isinstance(self.trace(s), Exception)}
+            see = ", ".join(name for name in REPORTERS if name in unbuilt)
+            raise _Verdict("skipped", "fn builds and runs its ops on no sample"
+                           + (f" (see {see})" if see else "") + self.left_out)
+        return usable
 
     def call(self, tensors: Sequence[tf.Tensor]) -> list[tf.Tensor]:
         return _flat(self.fn(*tensors))
 
-    def untyped(self, sample: _Sample, device: str) -> set[str]:
-        """The dtypes of the sample's inputs and of fn's outputs (as traced, for unknown shapes
-        where need be) that XLA has no type for on ``device``: jit_compile is not tried there."""
-        traces = (self.trace(sample, unknown) for unknown in ("", "dimensions", "rank"))
-        outputs = next((trace[1] for trace in traces if not isinstance(trace, Exception)), [])
-        dtypes = {d.name for d in [*sample.dtypes, *(t.dtype for t in outputs)]}
-        return dtypes - self.xla_types(device)
+    @functools.cache  # noqa: B019 (a run lives as long as its opcheck call)
+    def eager(self, sample: _Sample) -> list[tf.Tensor]:
+        """fn's outputs on ``sample``, run eagerly on the CPU."""
+        with tf.device("CPU:0"):
+            return self.guarded(sample, self.call, sample.tensors())
+
+    def guarded(self, sample: _Sample, call: Callable[..., Any], tensors: list) -> Any:
+        """``call(tensors)``; the check fails, saying so, if fn raises."""
+        try:
+            return call(tensors)
+        except Exception as error:
+            raise _Verdict("failed", f"{sample}: fn raised {_told(error)}") from error
+
+    def compare(self, sample: _Sample, expected: list, actual: list, where: str) -> list[str]:
+        """Values where fn's outputs do not vary (on any sample given), else dtypes and ranks
+        only, which tf.zeros([0] * rank) stands for. An edge sample's as values, where a
+        difference under the smallest normal number is none: XLA and a kernel may flush
+        subnormals to zero, or not."""
+        if len(expected) != len(actual):
+            return [f"{sample}, {where}: {len(actual)} outputs, expected {len(expected)}"]
+        if self.varies:
+            expected, actual = ([tf.zeros([0] * t.shape.rank, t.dtype) for t in side]
+                                for side in (expected, actual))
+        found = []
+        for e, a in zip(expected, actual):
+            normal = sample.derived and _differentiable(e.dtype) and float(ml_dtypes.finfo(
+                e.dtype.real_dtype.as_numpy_dtype).tiny)
+            found.append(_difference(e, a, self.rtol, max(self.atol, normal or 0.0),
+                                     bits=not sample.derived))
+        return [f"{sample}, {where}: output {i}: {text}" for i, text in enumerate(found) if text]
+
+    def gradients(self, sample: _Sample, how: str) -> list[tf.Tensor | None]:
+        """The gradients of fn's floating outputs (times upstream gradients neither ones nor
+        symmetric) with respect to its floating inputs, taken ``how``."""
+        found = self.gradient_ways[how](*sample.tensors())
+        return [None if g is None else tf.convert_to_tensor(g) for g in found]
+
+    def gradient_differences(self, sample: _Sample, expected: list, actual: list, how: str):
+        """Gradients compared as values: a zero's sign may differ between a kernel and XLA."""
+        found = (_difference(e, a, self.rtol, self.atol, bits=False)
+                 for e, a in zip(expected, actual))
+        return [f"{sample}: the gradient of floating input {i} {how}: {text}"
+                for i, text in enumerate(found) if text]
+
+    @functools.cache  # noqa: B019
+    def trace(self, sample: _Sample, unknown: str = "") -> tuple[tf.Graph, list] | Exception:
+        """fn in a graph of its own (a function's, which may capture tensors and resources), on
+        placeholders of the sample's shapes, or of ``unknown`` dimensions or rank: (graph,
+        outputs), or the error."""
+        graph = _compat.FuncGraph("opcheck")
+        try:
+            with graph.as_default():
+                return graph, self.call([tf.compat.v1.placeholder(spec.dtype, spec.shape)
+                                         for spec in sample.specs(unknown)])
+        except Exception as error:
+            return error
+
+    @functools.cached_property
+    def op_types(self) -> list[str]:
+        return sorted({node.op for nodes in self.nodes.values() for node in nodes})
+
+    @functools.cache  # noqa: B019
+    def shape_problems(self, sample: _Sample) -> tuple[list[str], list[str]]:
+        """Where the inferred shapes and dtypes contradict the kernel's (ranks too, with the
+        shapes known), and where inference refused partial shapes."""
+        problems: list[str] = []
+        refused: list[str] = []
+        for unknown in UNKNOWN:
+            case, real = f"unknown {unknown}" if unknown else "known shapes", self.eager(sample)
+            if isinstance(trace := self.trace(sample, unknown), Exception):
+                (refused if unknown else problems).append(f"{sample}, {case}: {_told(trace)}")
+                continue
+            if len(trace[1]) != len(real):
+                problems.append(f"{sample}, {case}: fn returns {len(trace[1])} tensors (its "
+                                f"composites' included), against {len(real)} eagerly")
+            for i, (static, kernel) in enumerate(zip(trace[1], real)):
+                if static.dtype != kernel.dtype or not static.shape.is_compatible_with(
+                        kernel.shape) or not (unknown or static.shape.rank == kernel.shape.rank):
+                    problems.append(f"{sample}, {case}: output {i} is inferred "
+                                    f"{static.dtype.name}{_shape(static.shape)}, the kernel gives "
+                                    f"{kernel.dtype.name}{kernel.shape.as_list()}")
+        return problems, refused
+
+    @functools.cached_property
+    def varies(self) -> list[_Sample]:
+        """The samples on which a second call gives other outputs. With one, fn's values are
+        compared nowhere but in pure: another sample's two calls may have agreed by chance."""
+        varying = []
+        for sample in self.usable():
+            with contextlib.suppress(_Verdict), tf.device("CPU:0"):  # fn raises: others say so
+                if any(map(_difference, self.eager(sample), self.call(sample.tensors()))):
+                    varying.append(sample)
+        return varying
 
     def differentiable(self, sample: _Sample) -> bool:
         """Whether fn has gradients to compare on ``sample``: a floating input and output, a
@@ -187,21 +289,63 @@ class _Run:
                 and any(_differentiable(t.dtype) for t in trace[1])
                 and not self.shape_problems(sample)[0])
 
-    @functools.cache  # noqa: B019
-    def trace(self, sample: _Sample, unknown: str = "") -> tuple[tf.Graph, list] | Exception:
-        """fn in a graph of its own (a function's, which may capture tensors and resources), on
-        placeholders of the sample's shapes, or of ``unknown`` dimensions or rank: (graph,
-        outputs), or the error."""
-        shapes = [None if unknown == "rank" else [None] * a.ndim if unknown else a.shape
-                  for a in sample.arrays]
-        graph = _compat.FuncGraph("opcheck")
-        try:
-            with graph.as_default():
-                return graph, self.call([tf.compat.v1.placeholder(dtype, shape)
-                                         for dtype, shape in zip(sample.dtypes, shapes)])
-        except Exception as error:
-            return error
+    @functools.cached_property
+    def ungradable(self) -> list[str]:
+        """The ops under test with floating inputs and outputs that have no gradient registered."""
+        floating = {node.op for nodes in self.nodes.values() for node in nodes
+                    if all(any(map(_differentiable, _arg_types(node, args)))
+                           for args in ("input_arg", "output_arg"))}
+        return [op for op in sorted(floating) if _gradient_of(op) == "missing"]
 
+    @functools.cached_property
+    def edges(self) -> list[_Sample]:
+        built = [s for s in self.samples if not self.reported_by(s)]
+        return _edge_samples(built, len(self.samples)) if "edges" in self.checks else []
+
+    @functools.cached_property
+    def screen(self) -> _fresh_process.Ran:
+        """Each sample (edge samples too) run first in a fresh process that loads fn's
+        SavedModel: eagerly (twice), in tf.function and with jit_compile. A sample the shape
+        function refuses runs too, traced for unknown shapes: eagerly, no shape function runs.
+        A crash ends that process, not this one, and the next starts past the sample."""
+        calls = [_fresh_process.Call(s.index, s.arrays, s.dtypes, s.specs(unknown),
+                                     jit=not self.untyped(s, "CPU:0"))
+                 for s in self.samples + self.edges if (unknown := self.traceable(s)) is not None]
+        try:
+            ran = _fresh_process.run(self.fn, calls, self.libraries, self.op_types)
+        except Exception as error:  # opcheck raises for no op
+            return _fresh_process.Ran(f"fn's SavedModel cannot be written, or what the fresh "
+                                      f"process wrote cannot be read: {_told(error)}")
+        if ran.error and not ran.error.startswith("it ended"):
+            ran.error = _told(ran.error)
+        found = _fresh_process.loaded_op_libraries(self.op_types)
+        if "registers no" in ran.error and found:
+            ran.error += (f": its import must register them; library={found} (loaded here, "
+                          "they registered them) does")
+        return ran
+
+    def ended(self, sample: _Sample) -> str:
+        """How ``sample`` ended a fresh process ('' if it did not)."""
+        ended = self.crashes.get(sample.index)
+        return f"{sample} ends the process {ended}" if ended else ""
+
+    def unscreened(self, what: str) -> None:
+        """Skips the check, saying ``what`` and why, where no fresh process could run the
+        samples (and there are samples to run)."""
+        if self.usable() and self.screen.error:
+            raise _Verdict("skipped", f"{what} (see saved_model): {self.screen.error}")
+
+    def differentiate(self, v1: bool, *tensors: tf.Tensor) -> list:
+        wrt = [t for t in tensors if _differentiable(t.dtype)]
+        with tf.GradientTape() as tape:
+            tape.watch(wrt)
+            targets = [out for out in self.call(tensors) if _differentiable(out.dtype)]
+        upstream = list(map(_cotangent, targets))
+        if v1:
+            return tf.compat.v1.gradients(targets, wrt, grad_ys=upstream)
+        return tape.gradient(targets, wrt, output_gradients=upstream)
+
+    # --- the plumbing: what the calls above are made of ----------------------------------
     @functools.cached_property
     def nodes(self) -> dict[int, list[Any]]:
         """Each traced sample's NodeDefs of the ops under test, in function bodies too."""
@@ -213,10 +357,6 @@ class _Run:
                                                     for n in f.node_def)] if n.op != "Placeholder"]
                 found[sample.index] = [n for n in nodes if n.op not in PLUMBING] or nodes
         return found
-
-    @functools.cached_property
-    def op_types(self) -> list[str]:
-        return sorted({node.op for nodes in self.nodes.values() for node in nodes})
 
     @functools.cached_property
     def kernel_gaps(self) -> dict[int, list[tuple[str, str, str]]]:
@@ -238,221 +378,48 @@ class _Run:
         gaps = self.kernel_gaps.get(sample.index, [])
         return "registered" if any(gap[1] == "CPU" for gap in gaps) else ""
 
-    def usable(self, skip: bool = True) -> list[_Sample]:
-        """The samples fn builds and runs its ops on without a crash; if none, a skip."""
-        usable = [s for s in self.samples
-                  if not self.reported_by(s) and s.index not in self.crashes]
-        if skip and not usable:
-            reported = {self.reported_by(s) for s in self.samples} - set(self.left_out_by)
-            see = ", ".join(name for name in REPORTERS if name in reported)
-            raise _Verdict("skipped", "fn builds and runs its ops on no sample"
-                           + (f" (see {see})" if see else "") + self.left_out)
-        return usable
-
-    @functools.cached_property
-    def left_out_by(self) -> dict[str, list[str]]:
-        """The samples that fn builds its ops on but that the checks leave out, by the check
-        that reports them: registered (no CPU kernel for their dtypes), crash."""
-        found: dict[str, list[str]] = {}
-        for sample in self.samples:
-            if sample.index in self.crashes:
-                found.setdefault("crash", []).append(str(sample))
-            elif not isinstance(self.trace(sample), Exception) and self.reported_by(sample):
-                found.setdefault("registered", []).append(str(sample))
-        return dict(sorted(found.items(), key=lambda item: REPORTERS.index(item[0])))
-
     @functools.cached_property
     def left_out(self) -> str:
-        """What the checks say of the samples they leave out ('' if none)."""
+        """What the checks say of the samples that fn builds its ops on but that they leave out
+        ('' if none): those with no CPU kernel for their dtypes (registered), and crashed ones."""
+        built = [s for s in self.samples if not isinstance(self.trace(s), Exception)]
+        found = {"registered": [str(s) for s in built if self.reported_by(s)],
+                 "crash": [str(s) for s in built if not self.reported_by(s) and self.ended(s)]}
         return "".join(f" (see {name}: {_listed(samples, 2)} left out)"
-                       for name, samples in self.left_out_by.items())
+                       for name, samples in found.items() if samples)
 
     @functools.cached_property
-    def edges(self) -> list[_Sample]:
-        built = [s for s in self.samples if not self.reported_by(s)]
-        return _edge_samples(built, len(self.samples)) if "edges" in self.checks else []
-
-    @functools.cached_property
-    def screen(self) -> _fresh_process.Ran:
-        try:
-            return _screen(self)
-        except Exception as error:  # opcheck raises for no op
-            return _fresh_process.Ran(f"fn's SavedModel cannot be written, or what the fresh "
-                                      f"process wrote cannot be read: {_told(error)}")
+    def crashes(self) -> dict[int, str]:
+        return self.screen.crashes if self.fresh else {}
 
     @functools.cached_property
     def libraries(self) -> list[str]:
         """What the fresh process loads: the libraries given, else those found."""
         if self.library is not None:
             return self.library
-        return [f"path:{path}" for path in _loaded_op_libraries(self.op_types)]
+        return [f"path:{path}" for path in _fresh_process.loaded_op_libraries(self.op_types)]
 
-    def unscreened(self, what: str) -> None:
-        """Skips the check, saying ``what`` and why, where no fresh process could run the
-        samples (and there are samples to run)."""
-        if self.usable() and self.screen.error:
-            raise _Verdict("skipped", f"{what} (see saved_model): {self.screen.error}")
-
-    def ended(self, sample: _Sample) -> str:
-        """How ``sample`` ended a fresh process ('' if it did not)."""
-        ended = self.crashes.get(sample.index)
-        return f"{sample} ends the process {ended}" if ended else ""
-
-    @functools.cached_property
-    def crashes(self) -> dict[int, str]:
-        return self.screen.crashes if self.fresh else {}
+    def traceable(self, sample: _Sample) -> str | None:
+        """The first of ``UNKNOWN`` that fn can be traced for (the sample's shapes, unless the
+        shape function refuses them); None if none."""
+        return next((u for u in UNKNOWN if not isinstance(self.trace(sample, u), Exception)), None)
 
     @functools.cache  # noqa: B019
-    def eager(self, sample: _Sample) -> list[tf.Tensor]:
-        """fn's outputs on ``sample``, run eagerly on the CPU."""
-        with tf.device("CPU:0"):
-            return self.guarded(sample, self.call, sample.tensors())
+    def xla_types(self, device: str) -> set[str]:
+        """The dtypes XLA compiles on ``device``: those of its kernel for a function's arguments,
+        which XLA registers when the process makes its first eager tensor."""
+        tf.constant(0)
+        jit = f"XLA_{device.split(':')[0]}_JIT"
+        return {tf.as_dtype(t).name for k in _compat.registered_kernels("_Arg")
+                if k.device_type == jit for c in k.constraint for t in c.allowed_values.list.type}
 
-    def guarded(self, sample: _Sample, call: Callable[..., Any], tensors: list) -> Any:
-        """``call(tensors)``; the check fails, saying so, if fn raises."""
-        try:
-            return call(tensors)
-        except Exception as error:
-            raise _Verdict("failed", f"{sample}: fn raised {_told(error)}") from error
-
-    @functools.cached_property
-    def varies(self) -> list[_Sample]:
-        """The samples on which a second call gives other outputs. With one, fn's values are
-        compared nowhere but in pure: another sample's two calls may have agreed by chance."""
-        varying = []
-        for sample in self.usable():
-            with contextlib.suppress(_Verdict), tf.device("CPU:0"):  # fn raises: others say so
-                if any(map(_difference, self.eager(sample), self.call(sample.tensors()))):
-                    varying.append(sample)
-        return varying
-
-    @functools.cache  # noqa: B019
-    def shape_problems(self, sample: _Sample) -> tuple[list[str], list[str]]:
-        """Where the inferred shapes and dtypes contradict the kernel's (ranks too, with the
-        shapes known), and where inference refused partial shapes."""
-        problems: list[str] = []
-        refused: list[str] = []
-        for unknown in ("", "dimensions", "rank"):
-            case, real = f"unknown {unknown}" if unknown else "known shapes", self.eager(sample)
-            if isinstance(trace := self.trace(sample, unknown), Exception):
-                (refused if unknown else problems).append(f"{sample}, {case}: {_told(trace)}")
-                continue
-            if len(trace[1]) != len(real):
-                problems.append(f"{sample}, {case}: fn returns {len(trace[1])} tensors (its "
-                                f"composites' included), against {len(real)} eagerly")
-            for i, (static, kernel) in enumerate(zip(trace[1], real)):
-                if static.dtype != kernel.dtype or not static.shape.is_compatible_with(
-                        kernel.shape) or not (unknown or static.shape.rank == kernel.shape.rank):
-                    problems.append(f"{sample}, {case}: output {i} is inferred "
-                                    f"{static.dtype.name}{_shape(static.shape)}, the kernel gives "
-                                    f"{kernel.dtype.name}{kernel.shape.as_list()}")
-        return problems, refused
-
-    def compare(self, sample: _Sample, expected: list, actual: list, where: str) -> list[str]:
-        """Values where fn's outputs do not vary (on any sample given), else dtypes and ranks
-        only, which tf.zeros([0] * rank) stands for. An edge sample's as values, where a
-        difference under the smallest normal number is none: XLA and a kernel may flush
-        subnormals to zero, or not."""
-        if len(expected) != len(actual):
-            return [f"{sample}, {where}: {len(actual)} outputs, expected {len(expected)}"]
-        if self.varies:
-            expected, actual = ([tf.zeros([0] * t.shape.rank, t.dtype) for t in side]
-                                for side in (expected, actual))
-        found = []
-        for e, a in zip(expected, actual):
-            normal = sample.derived and _differentiable(e.dtype) and float(ml_dtypes.finfo(
-                e.dtype.real_dtype.as_numpy_dtype).tiny)
-            found.append(_difference(e, a, self.rtol, max(self.atol, normal or 0.0),
-                                     bits=not sample.derived))
-        return [f"{sample}, {where}: output {i}: {text}" for i, text in enumerate(found) if text]
-
-    @functools.cached_property
-    def ungradable(self) -> list[str]:
-        """The ops under test with floating inputs and outputs that have no gradient registered."""
-        floating = {node.op for nodes in self.nodes.values() for node in nodes
-                    if all(any(map(_differentiable, _arg_types(node, args)))
-                           for args in ("input_arg", "output_arg"))}
-        return [op for op in sorted(floating) if _gradient_of(op) == "missing"]
-
-    def gradients(self, sample: _Sample, how: str) -> list[tf.Tensor | None]:
-        """The gradients of fn's floating outputs (times upstream gradients neither ones nor
-        symmetric) with respect to its floating inputs, taken ``how``."""
-        found = self.gradient_ways[how](*sample.tensors())
-        return [None if g is None else tf.convert_to_tensor(g) for g in found]
-
-    def gradient_differences(self, sample: _Sample, expected: list, actual: list, how: str):
-        """Gradients compared as values: a zero's sign may differ between a kernel and XLA."""
-        found = (_difference(e, a, self.rtol, self.atol, bits=False)
-                 for e, a in zip(expected, actual))
-        return [f"{sample}: the gradient of floating input {i} {how}: {text}"
-                for i, text in enumerate(found) if text]
-
-    def differentiate(self, v1: bool, *tensors: tf.Tensor) -> list:
-        wrt = [t for t in tensors if _differentiable(t.dtype)]
-        with tf.GradientTape() as tape:
-            tape.watch(wrt)
-            targets = [out for out in self.call(tensors) if _differentiable(out.dtype)]
-        upstream = list(map(_cotangent, targets))
-        if v1:
-            return tf.compat.v1.gradients(targets, wrt, grad_ys=upstream)
-        return tape.gradient(targets, wrt, output_gradients=upstream)
-
-
-# --- the fresh process ------------------------------------------------------------------------
-def _screen(run: _Run) -> _fresh_process.Ran:
-    """Runs each sample (edge samples too) first in a fresh process that loads fn's SavedModel:
-    eagerly (twice), in tf.function and with jit_compile. A sample the shape function refuses
-    runs too, traced for unknown shapes: eagerly, no shape function runs. A crash ends that
-    process, not this one, and the next starts past the sample."""
-    calls, refused = [], set()
-    for sample in run.samples + run.edges:
-        specs = _specs(run, sample)
-        if specs is None:
-            continue  # fn cannot build its ops on it (registered)
-        if isinstance(run.trace(sample), Exception):
-            refused.add(sample.index)
-        jit = not run.untyped(sample, "CPU:0")
-        calls.append(_fresh_process.Call(sample.index, sample.arrays, sample.dtypes, specs, jit))
-    if not calls:
-        return _fresh_process.Ran()
-    with tempfile.TemporaryDirectory(prefix="opcheck-") as directory:
-        _fresh_process.save(run.fn, calls, directory)
-        ran = _fresh_process.run(calls, run.libraries, run.op_types, directory)
-    if ran.error and not ran.error.startswith("it ended"):
-        ran.error = _told(ran.error)
-    if "registers no" in ran.error and (found := _loaded_op_libraries(run.op_types)):
-        ran.error += (f": its import must register them; library={found} (loaded here, they "
-                      "registered them) does")
-    ran.refused = refused
-    return ran
-
-
-def _loaded_op_libraries(op_types: list[str]) -> list[str]:
-    """The op libraries mapped into this process (Linux's /proc/self/maps) that registered any of
-    ``op_types``: shared objects outside TensorFlow's directory that name its framework library,
-    each asked again for the ops it registered when it was loaded."""
-    maps, own = Path("/proc/self/maps"), Path(tf.__file__).parent
-    paths = {line.split()[-1] for line in (maps.read_text().splitlines() if maps.exists() else ())
-             if ".so" in line.rsplit("/", 1)[-1]}
-    found = []
-    for path in sorted(paths):
-        if Path(path).is_relative_to(own) or not Path(path).is_file():
-            continue
-        with contextlib.suppress(OSError):
-            if b"libtensorflow_framework" not in Path(path).read_bytes():
-                continue
-            found += [path] if _compat.op_library_ops(path) & set(op_types) else []
-    return found
-
-
-def _specs(run: _Run, sample: _Sample) -> list[tf.TensorSpec] | None:
-    """The signature to trace fn for: the sample's shapes, or where the shape function refuses
-    them, unknown dimensions, else an unknown rank; None if fn cannot be traced for either."""
-    for unknown in ("", "dimensions", "rank"):
-        if not isinstance(run.trace(sample, unknown), Exception):
-            return [tf.TensorSpec(None if unknown == "rank" else [None] * a.ndim if unknown
-                                  else a.shape, d) for a, d in zip(sample.arrays, sample.dtypes)]
-    return None
+    def untyped(self, sample: _Sample, device: str) -> set[str]:
+        """The dtypes of the sample's inputs and of fn's outputs (as traced) that XLA has no
+        type for on ``device``: jit_compile is not tried there."""
+        unknown = self.traceable(sample)
+        outputs = [] if unknown is None else self.trace(sample, unknown)[1]  # type: ignore[index]
+        dtypes = {d.name for d in [*sample.dtypes, *(t.dtype for t in outputs)]}
+        return dtypes - self.xla_types(device)
 
 
 # --- comparing values, telling errors, reading the registries ----------------------------
@@ -466,6 +433,21 @@ def as_bits(tensor: tf.Tensor) -> tuple:
 
 def _flat(outputs: Any) -> list[tf.Tensor]:
     return [tf.convert_to_tensor(t) for t in tf.nest.flatten(outputs, expand_composites=True)]
+
+
+def _quiet(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function``, with what TensorFlow's C++ code writes to stderr while it runs dropped: a
+    failed XLA compilation's traceback, whose error the check reports."""
+    def quietly(*args: Any) -> Any:
+        saved = os.dup(2)
+        with tempfile.TemporaryFile() as dropped:
+            os.dup2(dropped.fileno(), 2)
+            try:
+                return function(*args)
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+    return quietly
 
 
 def _told(error: BaseException | str) -> str:
