@@ -426,6 +426,14 @@ def test_strings_are_checked_without_xla_which_has_no_string_type():
 
     assert results["modes"].reason == ("eager and tf.function agree on CPU:0 (XLA has no type "
                                        "for string: jit_compile not tried)")  # fmt: skip
+    # One expect serves a suite of ops without XLA kernels: here jit_compile cannot be tried.
+    expected = assert_opcheck(tf.identity, [(np.array([b"a"], object),)], checks=["modes"],
+                              expect={"modes": "with jit_compile fails"})  # fmt: skip
+    assert expected["modes"].reason.startswith("expected to fail with 'with jit_compile fails', "
+                                               "not tried: eager and tf.function agree")
+    with pytest.raises(AssertionError, match="expected to fail with 'tf.function fails', but ok"):
+        assert_opcheck(tf.identity, [(np.array([b"a"], object),)], checks=["modes"],
+                       expect={"modes": "tf.function fails"})  # fmt: skip
 
 
 @pytest.mark.parametrize("fn", [tf.math.is_nan, tf.math.is_finite,
@@ -548,6 +556,19 @@ def test_an_op_without_an_xla_kernel_by_design_keeps_the_other_comparisons():
                        expect={"modes": "with jit_compile fails"})  # fmt: skip
 
 
+@pytest.mark.slow
+def test_a_failed_xla_compilation_prints_nothing_between_the_results():
+    # TensorFlow's C++ code writes the failed compilation's traceback to stderr in this process.
+    ran = subprocess.run(
+        [sys.executable, "-c", "import numpy as np, tensorflow as tf; from tf_stopgrad.testing "
+         "import opcheck; print(opcheck(tf.linalg.sqrtm, [(np.eye(2, dtype=np.float32),)], "
+         "checks=['modes'])['modes'])"], capture_output=True, text=True, timeout=300)
+
+    assert "with jit_compile fails: InvalidArgumentError: No registered 'MatrixSquareRoot'" \
+        in ran.stdout, ran.stderr[-3000:]
+    assert "MatrixSquareRoot" not in ran.stderr, ran.stderr[-3000:]
+
+
 def test_an_op_whose_outputs_vary_has_no_values_compared_though_some_agree_by_chance():
     def coin(x):  # RandomUniformInt is stateful: its outputs may vary
         return x + tf.random.uniform([], 0, 2, tf.int32)
@@ -557,6 +578,18 @@ def test_an_op_whose_outputs_vary_has_no_values_compared_though_some_agree_by_ch
 
     assert results["pure"].reason == ("inputs unchanged; outputs vary, as stateful "
                                       "RandomUniformInt may make them")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_saved_model_says_it_compares_no_values_of_an_op_whose_outputs_vary():
+    def coin(x):
+        return x + tf.random.uniform([], 0, 2, tf.int32)
+
+    results = assert_opcheck(coin, [(np.int32(k),) for k in range(6)], checks=["saved_model"])
+
+    assert results["saved_model"].reason.startswith(
+        "a fresh process that loads only TensorFlow gives outputs of the same dtypes and ranks "
+        "(fn's vary: see pure)")
 
 
 def test_checks_runs_the_checks_named_in_its_order():
