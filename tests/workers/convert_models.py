@@ -63,7 +63,8 @@ def onnx_tools_missing() -> str | None:
         import onnxruntime  # noqa: F401
         import tf2onnx
     except ImportError as error:
-        why = " (the test extra leaves them out on Python 3.9)" if sys.version_info < (3, 10) else ""
+        py39 = sys.version_info < (3, 10)
+        why = " (the test extra leaves them out on Python 3.9)" if py39 else ""
         return f"tf2onnx/onnxruntime not installed for TensorFlow {tf.__version__}{why}: {error}"
     except AttributeError as error:
         # TF 2.15-2.17 pin an ml_dtypes too old for the onnx that pip resolves next to them.
