@@ -428,6 +428,16 @@ def test_strings_are_checked_without_xla_which_has_no_string_type():
                                        "for string: jit_compile not tried)")  # fmt: skip
 
 
+@pytest.mark.slow
+def test_a_scalar_string_keeps_its_trailing_nul_bytes():
+    # A file's bytes often end in NULs (a WAV's empty data chunk): cut off, DecodeRaw refuses them.
+    word = np.array(b"\x01\x00\x00\x00\x00\x00\x00\x00", object)
+    results = assert_opcheck(lambda x: tf.io.decode_raw(x, tf.int32), [(word,)],
+                             expect={"vmap": "No pfor vectorization defined for DecodeRaw"})
+
+    assert results["saved_model"].status == "ok"
+
+
 @pytest.mark.parametrize("fn", [tf.math.is_nan, tf.math.is_finite,
                                 lambda p: tf.math.in_top_k([0, 2], p, 1)],
                          ids=["is_nan", "is_finite", "in_top_k"])  # fmt: skip
