@@ -185,6 +185,8 @@ def _check_edges(run: _Run) -> str:
             found, on_base = (outputs.get((i, how)) for i in (sample.index, sample.base))
             if found is None or isinstance(on_base, str):  # not tried, or failing anyway (modes)
                 continue
+            if on_base is None and sample.base in run.crashes:  # it ended the process first
+                continue
             if isinstance(eager, list) and isinstance(found, list):
                 problems += run.compare(sample, eager, found, how)
             elif isinstance(eager, list) or isinstance(found, list):
