@@ -165,6 +165,26 @@ def test_a_crash_that_only_an_eager_call_or_one_extreme_reaches_fails_edges(brok
 @pytest.mark.core
 @pytest.mark.compiler
 @needs_cmake
+def test_an_edge_of_a_crashed_sample_is_not_compared_with_a_way_the_crash_left_untried(broken_ops):
+    # As tensorflow-io's DrawBoundingBoxesV3 on float16: the given sample crashes eagerly, so
+    # whether jit_compile fails on it (no XLA kernel) is never seen; an edge of it runs.
+    library, _ = broken_ops
+    results = opcheck(lambda x: library.opcheck_no_xla_kernel(library.opcheck_reads_first_of_empty(
+        tf.boolean_mask(x, x > 0))), [(np.float32([-1, -2]),), (np.float32([1, 2]),)],
+        checks=["crash", "modes", "edges"], expect={"modes": "with jit_compile fails"})
+
+    assert str(results["crash"]) == ("failed: sample 0 (float32[2]) ends the process with "
+                                     "SIGSEGV eagerly")  # fmt: skip
+    assert results["modes"].status == "ok", str(results)
+    assert "edge sample 3 (float32[1]: sample 0 with a batch of one) ends the process with " \
+        "SIGSEGV eagerly" in results["edges"].reason
+    assert "jit_compile" not in results["edges"].reason, results["edges"].reason
+
+
+@pytest.mark.slow
+@pytest.mark.core
+@pytest.mark.compiler
+@needs_cmake
 def test_a_given_sample_the_shape_function_refuses_still_runs_eagerly_and_fails_crash(broken_ops):
     library, path = broken_ops
     results = opcheck(library.opcheck_checks_required_rank, FLOAT_SAMPLES[:2], library=path,
@@ -434,6 +454,16 @@ def test_strings_are_checked_without_xla_which_has_no_string_type():
     with pytest.raises(AssertionError, match="expected to fail with 'tf.function fails', but ok"):
         assert_opcheck(tf.identity, [(np.array([b"a"], object),)], checks=["modes"],
                        expect={"modes": "tf.function fails"})  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_scalar_string_keeps_its_trailing_nul_bytes():
+    # A file's bytes often end in NULs (a WAV's empty data chunk): cut off, DecodeRaw refuses them.
+    word = np.array(b"\x01\x00\x00\x00\x00\x00\x00\x00", object)
+    results = assert_opcheck(lambda x: tf.io.decode_raw(x, tf.int32), [(word,)],
+                             expect={"vmap": "No pfor vectorization defined for DecodeRaw"})
+
+    assert results["saved_model"].status == "ok"
 
 
 @pytest.mark.parametrize("fn", [tf.math.is_nan, tf.math.is_finite,

@@ -169,7 +169,9 @@ def _checked_samples(samples: Sequence[tuple]) -> list[_Sample]:
                                 f"{type(value).__name__}: give a tf.Tensor or a NumPy array of "
                                 "numbers, bools or strings")
         tensors = [tf.convert_to_tensor(value) for value in sample]
-        arrays = tuple(np.array(t.numpy(), copy=True) for t in tensors)
+        # As NumPy's bytes type, a scalar string would lose its trailing NUL bytes (a WAV's).
+        arrays = tuple(np.array(t.numpy(), object if t.dtype == tf.string else None, copy=True)
+                       for t in tensors)
         checked.append(_Sample(index, arrays, tuple(t.dtype for t in tensors)))
     return checked
 

@@ -47,6 +47,8 @@ def _check_registered(run: _Run) -> str:
             notes.setdefault(f"on {kind}, {op} runs on {where}", []).append(types)
     if unbuilt + missing:
         raise _Verdict("failed", unbuilt + missing)
+    if not run.op_types:
+        raise _Verdict("skipped", "fn builds no op on any sample, whatever its shapes")
     full = ", ".join(k for k in run.kinds if all(gap[1] != k for gap in gaps)) or "a device"
     noted = "".join(f"; {where} for {', '.join(types)}" for where, types in notes.items())
     return f"{', '.join(run.op_types)}: an OpDef, and a kernel on {full} for every sample{noted}"
@@ -140,7 +142,7 @@ def _check_modes(run: _Run) -> str:
                 problems.append(f"{sample} on {device}: {how} fails: {_told(error)}" + (
                     ". Register an XLA kernel (REGISTER_XLA_OP), and load the library before "
                     "TensorFlow runs its first op: TensorFlow makes XLA's kernels once"
-                    if how == "with jit_compile" else ""))
+                    if "OpKernel for XLA_" in str(error) else ""))
         for how, outputs in found.items():
             problems += run.compare(sample, expected, outputs, f"{device}, {how}")
         if not run.differentiable(sample):
@@ -186,8 +188,8 @@ def _check_edges(run: _Run) -> str:
             continue  # a graph refuses it, as the shape function does: a clean error (shape_fn)
         for how in ("in tf.function", "with jit_compile"):
             found, on_base = (outputs.get((i, how)) for i in (sample.index, sample.base))
-            if found is None or isinstance(on_base, str):  # not tried, or failing anyway (modes)
-                continue
+            if found is None or not isinstance(on_base, list):  # not tried; or its given sample
+                continue  # fails anyway (modes), or ended the process before this way (crash)
             if isinstance(eager, list) and isinstance(found, list):
                 problems += run.compare(sample, eager, found, how)
             elif isinstance(eager, list) or isinstance(found, list):

@@ -350,9 +350,9 @@ class _Run:
     def nodes(self) -> dict[int, list[Any]]:
         """Each traced sample's NodeDefs of the ops under test, in function bodies too."""
         found = {}
-        for sample in self.samples:
-            if not isinstance(trace := self.trace(sample), Exception):
-                graph = trace[0].as_graph_def()
+        for sample in self.samples:  # traced for unknown shapes where the shape function refuses
+            if (unknown := self.traceable(sample)) is not None:
+                graph = self.trace(sample, unknown)[0].as_graph_def()  # type: ignore[index]
                 nodes = [n for n in [*graph.node, *(n for f in graph.library.function
                                                     for n in f.node_def)] if n.op != "Placeholder"]
                 found[sample.index] = [n for n in nodes if n.op not in PLUMBING] or nodes
@@ -488,7 +488,8 @@ def _difference(expected: Any, actual: Any, rtol=0.0, atol=0.0, bits=True) -> st
                 f"{expected.dtype.name}{expected.shape.as_list()}")
     if as_bits(expected) == as_bits(actual):
         return ""
-    want, got = np.asarray(expected.numpy()), np.asarray(actual.numpy())
+    want, got = (np.asarray(t.numpy(), object if t.dtype == tf.string else None)  # NULs kept
+                 for t in (expected, actual))
     if want.dtype.kind not in "fc":
         same = got == want
     elif rtol or atol:
