@@ -193,6 +193,10 @@ def test_a_given_sample_the_shape_function_refuses_still_runs_eagerly_and_fails_
     assert str(results["crash"]).startswith(
         "failed: sample 1 (float64[4]) ends the process with SIGABRT eagerly (Check failed: "
         "context->input(0).dims() == 2 (")  # then (1 vs. 2), or (2 vs. 1) before TF 2.16's absl
+    # library=None finds the op's library though the shape function refuses every sample.
+    alone = opcheck(library.opcheck_checks_required_rank, FLOAT_SAMPLES[1:2], checks=["crash"])
+    assert str(alone["crash"]).startswith("failed: sample 0 (float64[4]) ends the process with "
+                                          "SIGABRT eagerly (Check failed: ")  # fmt: skip
 
 
 @pytest.mark.slow
