@@ -591,15 +591,20 @@ def test_an_op_without_an_xla_kernel_by_design_keeps_the_other_comparisons():
 
 
 @pytest.mark.slow
-def test_a_failed_xla_compilation_prints_nothing_between_the_results():
-    # TensorFlow's C++ code writes the failed compilation's traceback to stderr in this process.
+def test_what_a_check_reports_is_not_printed_between_the_results_too():
+    # TensorFlow's C++ code writes a failed XLA compilation's traceback to stderr, and pfor logs
+    # the graph it cannot vectorize, in opcheck's own process.
+    loop = ("lambda x: tf.while_loop(lambda i, y: i < 2, lambda i, y: (i + 1, "
+            "tf.linalg.sqrtm(y)), (0, x))[1]")
     ran = subprocess.run(
         [sys.executable, "-c", "import numpy as np, tensorflow as tf; from tf_stopgrad.testing "
          "import opcheck; print(opcheck(tf.linalg.sqrtm, [(np.eye(2, dtype=np.float32),)], "
-         "checks=['modes'])['modes'])"], capture_output=True, text=True, timeout=300)
+         f"checks=['modes'])['modes']); print(opcheck({loop}, [(np.ones([1, 2, 2], np.float32),)], "
+         "checks=['vmap'])['vmap'])"], capture_output=True, text=True, timeout=300)
 
     assert "with jit_compile fails: InvalidArgumentError: No registered 'MatrixSquareRoot'" \
         in ran.stdout, ran.stderr[-3000:]
+    assert "No pfor vectorization defined for MatrixSquareRoot" in ran.stdout, ran.stderr[-3000:]
     assert "MatrixSquareRoot" not in ran.stderr, ran.stderr[-3000:]
 
 

@@ -105,13 +105,12 @@ def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *,
     fresh = any(check.fresh_process for check in TABLE if check.name in names)
     run = _Run(fn, _checked_samples(samples), _checked_library(library), rtol, atol, names, fresh)
     results = OpcheckResults()
-    # Tracing for every sample's signature is the point: TensorFlow's warning of it is not.
-    tf.get_logger().addFilter(_not_retracing)
+    tf.get_logger().addFilter(_not_told_by_a_check)
     try:
         for check in (check for check in TABLE if check.name in names):
             results[check.name] = _result(check, run, expect.get(check.name))
     finally:
-        tf.get_logger().removeFilter(_not_retracing)
+        tf.get_logger().removeFilter(_not_told_by_a_check)
     return results
 
 
@@ -152,8 +151,11 @@ def _as_expected(result: CheckResult, problems: list[str], words: str) -> CheckR
                        result.traceback)
 
 
-def _not_retracing(record: logging.LogRecord) -> bool:
-    return "triggered tf.function retracing" not in record.getMessage()
+def _not_told_by_a_check(record: logging.LogRecord) -> bool:
+    """TensorFlow's warning of retracing (tracing for every sample's signature is the point) and
+    pfor's errors, with the graph it cannot vectorize (vmap gives the error), are not logged."""
+    pfor = record.levelno == logging.ERROR and "parallel_for" in record.pathname
+    return not pfor and "triggered tf.function retracing" not in record.getMessage()
 
 
 def _checked_samples(samples: Sequence[tuple]) -> list[_Sample]:
