@@ -58,9 +58,10 @@ def attribute(value: AttrValue):
     kind = value.WhichOneof("value")
     if kind != "list":
         return plain(kind, getattr(value, kind))
-    fields = ("s", "i", "f", "b", "type", "shape", "func")
-    return next(([plain(f, v) for v in getattr(value.list, f)] for f in fields
-                 if getattr(value.list, f)), [])
+    for field in ("s", "i", "f", "b", "type", "shape", "func"):
+        if values := getattr(value.list, field):
+            return [plain(field, v) for v in values]
+    return []
 
 
 def plain(kind, value):
