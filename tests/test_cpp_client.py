@@ -3,6 +3,7 @@ behaves like TensorFlow's own C++ StopGradient and PreventGradient (tests/cpp/),
 with g++ and the flags BUILD_NOTES.md lists, and with CMake against tf_stopgrad's CMake
 package (``find_package(tf_stopgrad CONFIG)``)."""
 
+import functools
 import os
 import subprocess
 import sys
@@ -43,8 +44,10 @@ def compile_command(source, output):
     ]  # fmt: skip
 
 
+@functools.cache
 def cmake_dir() -> str:
-    """What ``python -m tf_stopgrad --cmake-dir`` prints."""
+    """What ``python -m tf_stopgrad --cmake-dir`` prints: asked once, in a fresh process that
+    imports TensorFlow, for every test that needs it."""
     printed = subprocess.run(
         [sys.executable, "-m", "tf_stopgrad", "--cmake-dir"],
         capture_output=True, text=True, timeout=300,
