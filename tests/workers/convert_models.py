@@ -63,15 +63,14 @@ def onnx_tools_missing() -> str | None:
         import onnxruntime  # noqa: F401
         import tf2onnx
     except ImportError as error:
-        py39 = sys.version_info < (3, 10)
-        why = " (the test extra leaves them out on Python 3.9)" if py39 else ""
-        return f"tf2onnx/onnxruntime not installed for TensorFlow {tf.__version__}{why}: {error}"
+        return f"tf2onnx/onnxruntime not installed for TensorFlow {tf.__version__}: {error}"
     except AttributeError as error:
         # TF 2.15-2.17 pin an ml_dtypes too old for the onnx that pip resolves next to them.
         return f"onnx cannot be imported next to TensorFlow {tf.__version__}: {error}"
     import numpy as np
 
-    # tf2onnx before 1.17 folds constants with np.cast, which NumPy 2 removed.
+    # tf2onnx before 1.17 (the newest on Python 3.9, where pip then takes TensorFlow 2.19 and
+    # NumPy 2) folds constants with np.cast, which NumPy 2 removed.
     tf2onnx_minor = tuple(int(part) for part in tf2onnx.__version__.split(".")[:2])
     if tf2onnx_minor < (1, 17) and not hasattr(np, "cast"):
         return f"tf2onnx {tf2onnx.__version__} calls np.cast, which NumPy {np.__version__} removed"
