@@ -318,8 +318,8 @@ class _Run:
                                       f"process wrote cannot be read: {_told(error)}")
         if ran.error and not ran.error.startswith("it ended"):
             ran.error = _told(ran.error)
-        found = _fresh_process.loaded_op_libraries(self.op_types)
-        if "registers no" in ran.error and found:
+        if "registers no" in ran.error and (
+                found := _fresh_process.loaded_op_libraries(self.op_types)):
             ran.error += (f": its import must register them; library={found} (loaded here, "
                           "they registered them) does")
         return ran
