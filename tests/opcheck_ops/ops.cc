@@ -38,6 +38,8 @@ OPCHECK_OP("Opcheck>NoPforConverter", UnchangedShape);
 OPCHECK_OP("Opcheck>ReadsFirstOfEmpty", UnchangedShape);
 OPCHECK_OP("Opcheck>DividesByLastAxis", UnchangedShape);
 OPCHECK_OP("Opcheck>ChecksRank", UnchangedShape);
+OPCHECK_OP("Opcheck>RandomOnExtremes", UnchangedShape);
+OPCHECK_OP("Opcheck>GradientDiffersInGraph", UnchangedShape);
 
 // Says the output has one more dimension than the kernel gives it.
 OPCHECK_OP("Opcheck>ShapeFunctionLies", [](InferenceContext* c) {
@@ -76,6 +78,18 @@ REGISTER_OP("Opcheck>ReadsPastIndices")
       TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &indices));
       tensorflow::shape_inference::DimensionHandle batch;
       TF_RETURN_IF_ERROR(c->Merge(c->Dim(input, 0), c->Dim(indices, 0), &batch));
+      c->set_output(0, input);
+      return absl::OkStatus();
+    });
+
+// Adds to each row of input 0 the label that input 1 holds for it, trusting input 1 to have one
+// per row.
+REGISTER_OP("Opcheck>ReadsLabelPerRow")
+    .Input("input: T").Input("labels: int32").Output("output: T").Attr("T: {float, double}")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle input, labels;
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &input));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &labels));
       c->set_output(0, input);
       return absl::OkStatus();
     });
@@ -129,6 +143,21 @@ class RandomOp : public CopyOp<T> {
     static std::mt19937 generator(std::random_device{}());
     std::uniform_real_distribution<T> noise(1, 2);
     for (int64_t i = 0; i < size; ++i) output[i] += noise(generator);
+  }
+};
+
+// Replaces a value that is not finite with noise, as an image op may fill what lies outside the
+// image: deterministic on finite inputs only.
+template <typename T>
+class RandomOnExtremesOp : public CopyOp<T> {
+ public:
+  using CopyOp<T>::CopyOp;
+  void AfterCopy(T* input, T* output, int64_t size) override {
+    static std::mt19937 generator(std::random_device{}());
+    std::uniform_real_distribution<T> noise(1, 2);
+    for (int64_t i = 0; i < size; ++i) {
+      if (!std::isfinite(output[i])) output[i] = noise(generator);
+    }
   }
 };
 
@@ -196,6 +225,23 @@ class ReadsPastIndicesOp : public CopyOp<T> {
     for (int64_t i = 0; i < context->input(0).dim_size(0); ++i) sum += copied.data()[i];
     (void)sum;
     CopyOp<T>::Compute(context);
+  }
+};
+
+// Reads input 1's buffer, where an empty tensor that TensorFlow made has none (one made from NumPy
+// has one, so the read goes past it unseen).
+template <typename T>
+class ReadsLabelPerRowOp : public CopyOp<T> {
+ public:
+  using CopyOp<T>::CopyOp;
+  void Compute(OpKernelContext* context) override {
+    CopyOp<T>::Compute(context);
+    const Tensor& input = context->input(0);
+    if (!context->status().ok() || input.NumElements() == 0) return;
+    const int32_t* labels = context->input(1).flat<int32_t>().data();
+    const int64_t per_row = input.dims() ? input.NumElements() / input.dim_size(0) : 1;
+    auto output = context->mutable_output(0)->flat<T>();
+    for (int64_t i = 0; i < output.size(); ++i) output(i) += static_cast<T>(labels[i / per_row]);
   }
 };
 
@@ -277,6 +323,9 @@ OPCHECK_KERNELS("Opcheck>ReadsPastIndices", ReadsPastIndicesOp);
 OPCHECK_KERNELS("Opcheck>OverflowsOnLargestCount", OverflowsOnLargestCountOp);
 OPCHECK_KERNELS("Opcheck>LeavesTailUnwritten", LeavesTailUnwrittenOp);
 OPCHECK_KERNELS("Opcheck>FreesTwiceAfterEmpty", FreesTwiceAfterEmptyOp);
+OPCHECK_KERNELS("Opcheck>ReadsLabelPerRow", ReadsLabelPerRowOp);
+OPCHECK_KERNELS("Opcheck>RandomOnExtremes", RandomOnExtremesOp);
+OPCHECK_KERNELS("Opcheck>GradientDiffersInGraph", CopyOp);
 
 // On an XLA compilation device an identity forwards its input's expression, adding no HLO.
 class XlaIdentityOp : public OpKernel {
@@ -294,7 +343,8 @@ const bool xla_kernels_registered = [] {
                          "Opcheck>WritesIntoInput", "Opcheck>RandomButStateless",
                          "Opcheck>NoPforConverter", "Opcheck>ShapeFunctionLies",
                          "Opcheck>NeedsKnownBatch", "Opcheck>ReadsFirstOfEmpty",
-                         "Opcheck>DividesByLastAxis", "Opcheck>ChecksRank"}) {
+                         "Opcheck>DividesByLastAxis", "Opcheck>ChecksRank",
+                         "Opcheck>RandomOnExtremes", "Opcheck>GradientDiffersInGraph"}) {
     for (const char* device : {tensorflow::DEVICE_CPU_XLA_JIT, tensorflow::DEVICE_GPU_XLA_JIT}) {
       if (!tensorflow::XlaOpRegistry::IsBackendRegistered(device)) continue;
       auto* kernel = new tensorflow::KernelDef;

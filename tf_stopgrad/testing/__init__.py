@@ -6,8 +6,8 @@
 
 Here, the API (docs/opcheck.md says what each check means, and what to do when it fails). The
 checks are in _checks.py: a new check is a function there and a row in its ``TABLE``. What they
-ask of one opcheck call, ``_Run``, and the samples are in _run.py; a kernel that crashes ends a
-fresh process (_fresh_process.py, _child.py), not this one.
+ask of one opcheck call, ``Run``, is in _run.py, the samples in _samples.py; a kernel that
+crashes ends a fresh process (_fresh_process.py, _child.py), not this one.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
-from ._checks import CHECKS, IN_PROCESS, TABLE, UNJITTED, Check
-from ._run import OPAQUE, _listed, _Run, _Sample, _told, _Verdict, as_bits
+from . import _samples
+from ._checks import CHECKS, IN_PROCESS, TABLE, Check
+from ._run import Run, Verdict, as_bits, told
 
 __all__ = ["CHECKS", "IN_PROCESS", "TABLE", "CheckResult", "OpcheckResults", "as_bits",
            "assert_opcheck", "opcheck"]
@@ -34,12 +34,14 @@ __all__ = ["CHECKS", "IN_PROCESS", "TABLE", "CheckResult", "OpcheckResults", "as
 # --- the API ---------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
-    """One check's verdict: ``status`` is ``ok``, ``skipped`` or ``failed``; ``reason`` says why;
-    ``traceback``, where the check itself raised, says where."""
+    """One check's verdict: ``status`` is ``ok``, ``skipped`` or ``failed``; ``reason`` says why,
+    with the first of its ``problems``, which lists every one; ``traceback``, where the check
+    itself raised, says where."""
 
     status: str
     reason: str
     traceback: str = dataclasses.field(default="", repr=False)
+    problems: tuple[str, ...] = dataclasses.field(default=(), repr=False)
 
     def __str__(self) -> str:
         return f"{self.status}: {self.reason}"
@@ -102,12 +104,13 @@ def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *,
     if checks is not None and (unrun := sorted(set(expect) - set(checks))):
         raise ValueError(f"opcheck: expect names {unrun}, which checks leaves out")
     names = [name for name in CHECKS if checks is None or name in checks]
-    fresh = any(check.fresh_process for check in TABLE if check.name in names)
-    run = _Run(fn, _checked_samples(samples), _checked_library(library), rtol, atol, names, fresh)
+    run = Run(fn, _samples.checked(samples), _checked_library(library), rtol, atol, TABLE, names)
+    if any(check.fresh_process for check in run.checks):
+        run.run_fresh_process()  # first: the checks leave out what crashes it
     results = OpcheckResults()
     tf.get_logger().addFilter(_not_told_by_a_check)
     try:
-        for check in (check for check in TABLE if check.name in names):
+        for check in run.checks:
             results[check.name] = _result(check, run, expect.get(check.name))
     finally:
         tf.get_logger().removeFilter(_not_told_by_a_check)
@@ -122,31 +125,34 @@ def assert_opcheck(fn: Callable[..., Any], samples: Sequence[tuple], **options: 
     return results
 
 
-def _result(check: Check, run: _Run, expected: str | None) -> CheckResult:
-    """What ``check`` says of the run, with the note of the crashed samples it leaves out, held
-    to the words of ``expect`` where there are any."""
+def _result(check: Check, run: Run, expected: str | None) -> CheckResult:
+    """What ``check`` says of the run, with the note of the samples it leaves out, held to the
+    words of ``expect`` where there are any."""
     try:
-        result, said = CheckResult("ok", check.function(run)), []
-    except _Verdict as verdict:
-        result, said = CheckResult(*verdict.args), verdict.problems
+        result = CheckResult("ok", check.function(run))
+    except Verdict as verdict:
+        result = CheckResult(verdict.status, verdict.reason, problems=tuple(verdict.problems))
     except Exception as error:  # the op under test broke the check itself: keep the story
-        result = CheckResult("failed", f"the check raised {_told(error)}", traceback.format_exc())
-        said = [result.reason]
+        reason = f"the check raised {told(error)}"
+        result = CheckResult("failed", reason, traceback.format_exc(), (reason,))
     if check.runs_given_samples and run.left_out not in result.reason:
         result = dataclasses.replace(result, reason=result.reason + run.left_out)
-    return result if expected is None else _as_expected(result, said, expected)
+    return result if expected is None else _as_expected(check, result, expected)
 
 
-def _as_expected(result: CheckResult, problems: list[str], words: str) -> CheckResult:
-    """A failure by design, whose every problem says ``words``, is ``ok``, and so is a
-    jit_compile failure that could not be tried (XLA has the types of no sample); else
+def _as_expected(check: Check, result: CheckResult, words: str) -> CheckResult:
+    """A failure by design, whose every problem says ``words``, is ``ok``, and so are words
+    that the check could not try (jit_compile, where XLA has the types of no sample); else
     ``failed``."""
-    if "jit_compile" in words and result.status == "ok" and result.reason.startswith(UNJITTED):
+    untried, start = check.untried
+    if untried and untried in words and result.status == "ok" and result.reason.startswith(
+            start):
         return CheckResult("ok", f"expected to fail with {words!r}, not tried: {result.reason}")
+    problems = result.problems
     if len(others := [p for p in problems if words not in p]) == len(problems):  # none says it
         return CheckResult("failed", f"expected to fail with {words!r}, but {result}")
     if others:
-        return CheckResult("failed", _listed(others))
+        return CheckResult("failed", Verdict("failed", others).reason, problems=tuple(others))
     return CheckResult("ok", f"fails as expected, with {words!r}: {result.reason}",
                        result.traceback)
 
@@ -156,26 +162,6 @@ def _not_told_by_a_check(record: logging.LogRecord) -> bool:
     pfor's errors, with the graph it cannot vectorize (vmap gives the error), are not logged."""
     pfor = record.levelno == logging.ERROR and "parallel_for" in record.pathname
     return not pfor and "triggered tf.function retracing" not in record.getMessage()
-
-
-def _checked_samples(samples: Sequence[tuple]) -> list[_Sample]:
-    checked = []
-    for index, sample in enumerate(samples):
-        if not isinstance(sample, tuple):
-            raise TypeError(f"opcheck: sample {index} is a {type(sample).__name__}, not a tuple of "
-                            "arguments: write (x,) for one argument")
-        for position, value in enumerate(sample):
-            if not isinstance(value, (tf.Tensor, np.ndarray, np.generic)) or (
-                    isinstance(value, tf.Tensor) and value.dtype in OPAQUE):
-                raise TypeError(f"opcheck: sample {index}, argument {position} is a "
-                                f"{type(value).__name__}: give a tf.Tensor or a NumPy array of "
-                                "numbers, bools or strings")
-        tensors = [tf.convert_to_tensor(value) for value in sample]
-        # As NumPy's bytes type, a scalar string would lose its trailing NUL bytes (a WAV's).
-        arrays = tuple(np.array(t.numpy(), object if t.dtype == tf.string else None, copy=True)
-                       for t in tensors)
-        checked.append(_Sample(index, arrays, tuple(t.dtype for t in tensors)))
-    return checked
 
 
 def _checked_library(library: Any) -> list[str] | None:

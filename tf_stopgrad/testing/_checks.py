@@ -1,6 +1,6 @@
-"""opcheck's checks: one function each, which takes the ``_Run`` and returns its reason for
-``ok`` or raises ``_Verdict``; then ``TABLE``, which lists them in the order they run and says
-what each needs. A new check is a function here and a row in ``TABLE``."""
+"""opcheck's checks: one function each, which takes the ``Run`` and returns its reason for
+``ok`` or raises ``Verdict``; then ``TABLE``, which lists them in the order they run and says
+all that opcheck needs to know of each. A new check is a function here and a row in ``TABLE``."""
 
 from __future__ import annotations
 
@@ -12,28 +12,17 @@ import numpy as np
 import tensorflow as tf
 
 from .. import _compat
-from ._run import (
-    _batched,
-    _difference,
-    _differentiable,
-    _flat,
-    _gradient_of,
-    _listed,
-    _row,
-    _Run,
-    _shape,
-    _told,
-    _Verdict,
-)
+from ._run import Run, Verdict, difference, differentiable, flat, gradient_of, listed, told
+from ._samples import Sample, batch_size, in_batch
 
 # What modes says where XLA has the types of no sample: a failure of jit_compile is not tried.
 UNJITTED = "eager and tf.function agree"
 
 
-def _check_registered(run: _Run) -> str:
-    unbuilt = [f"{s}: fn cannot build its ops: {_told(run.trace(s))}"  # type: ignore[arg-type]
-               for s in run.samples if run.reported_by(s) == "registered" and isinstance(
-                   run.trace(s), Exception)]
+def _check_registered(run: Run) -> str:
+    unbuilt = [f"{s}: fn cannot build its ops: {told(run.trace(s))}"  # type: ignore[arg-type]
+               for s in run.samples if isinstance(run.trace(s), Exception)
+               and not _refused_by_shape_function(run, s)]
     missing = [f"no OpDef for {op}" for op in run.op_types if _compat.registered_op_def(op) is None]
     gaps = sorted({gap for gaps in run.kernel_gaps.values() for gap in gaps})
     # TensorFlow's placer runs an op on a device that has a kernel for it: a gap is a defect only
@@ -46,83 +35,89 @@ def _check_registered(run: _Run) -> str:
             where = "the CPU" if kind == "GPU" else "the GPU only, and is left out"
             notes.setdefault(f"on {kind}, {op} runs on {where}", []).append(types)
     if unbuilt + missing:
-        raise _Verdict("failed", unbuilt + missing)
+        raise Verdict("failed", unbuilt + missing)
     if not run.op_types:
-        raise _Verdict("skipped", "fn builds no op on any sample, whatever its shapes")
+        raise Verdict("skipped", "fn builds no op on any sample, whatever its shapes")
     full = ", ".join(k for k in run.kinds if all(gap[1] != k for gap in gaps)) or "a device"
     noted = "".join(f"; {where} for {', '.join(types)}" for where, types in notes.items())
     return f"{', '.join(run.op_types)}: an OpDef, and a kernel on {full} for every sample{noted}"
 
 
-def _check_shape_fn(run: _Run) -> str:
+def _check_shape_fn(run: Run) -> str:
     # A sample the shape function refuses is the caller's error: the kernel is not run on it.
-    rejected = [f"{s} ({_told(run.trace(s))})" for s in run.samples  # type: ignore[arg-type]
-                if run.reported_by(s) == "shape_fn"]
-    found = [run.shape_problems(s) for s in run.usable(skip=not rejected)]
+    rejected = [f"{s} ({told(run.trace(s))})" for s in run.samples  # type: ignore[arg-type]
+                if _refused_by_shape_function(run, s)]
+    found = [run.shape_problems(s) for s in [*run.usable(skip=not rejected), *run.edges]]
     if problems := [problem for sample_problems, _ in found for problem in sample_problems]:
-        raise _Verdict("failed", problems)
+        raise Verdict("failed", problems)
     refused = [refusal for _, refusals in found for refusal in refusals]
-    note = f"; inference refuses partial shapes: {_listed(refused, 1)}" if refused else ""
+    note = f"; inference refuses partial shapes: {listed(refused, 1)}" if refused else ""
     if rejected:
-        note += f"; the shape function refuses {_listed(rejected, 1)}, so it is left out, and " \
+        note += f"; the shape function refuses {listed(rejected, 1)}, so it is left out, and " \
                 "its kernel not run on it in this process (the fresh process calls it eagerly)"
     agree = "inferred shapes and dtypes agree with the kernel's" if found else "no sample to run"
     return agree + note
 
 
-def _check_crash(run: _Run) -> str:
+def _check_crash(run: Run) -> str:
     if crashed := [run.ended(s) for s in run.samples if run.ended(s)]:
-        raise _Verdict("failed", crashed)
+        raise Verdict("failed", crashed)
     run.unscreened("no fresh process could run the samples, so they run in this one unscreened")
-    return "no sample ends a fresh process, eagerly, in tf.function or with jit_compile"
+    count = f"{len(run.samples)} given sample{'s' if len(run.samples) > 1 else ''}"
+    edges = "; edge samples: see edges" if run.edges else ""
+    return f"the {count}: none ends a fresh process, eagerly, in tf.function or with " \
+           f"jit_compile{edges}"
 
 
-def _check_gradient(run: _Run) -> str:
-    if not (samples := [s for s in run.usable() if any(map(_differentiable, s.dtypes))]):
-        raise _Verdict("skipped", "no sample has a floating input")
+def _check_gradient(run: Run) -> str:
+    why = {sample: run.why_no_gradient(sample) for sample in run.usable()}
+    if all(reason == "no floating input" for reason in why.values()):
+        raise Verdict("skipped", "no sample has a floating input")
     # No gradient flows through an op without a floating output: the tape gives None.
-    if not (samples := [s for s in samples if any(
-            _differentiable(t.dtype) for t in run.trace(s)[1])]):  # type: ignore[index]
-        raise _Verdict("skipped", "no output is floating: a gradient through fn is None, as "
-                       "through tf.math.is_nan")
+    if all(reason in ("no floating input", "no floating output") for reason in why.values()):
+        raise Verdict("skipped", "no output is floating: a gradient through fn is None, as "
+                      "through tf.math.is_nan")
     if run.ungradable:
-        raise _Verdict("failed", [f"no gradient is registered for {op}: register one with "
-                                  "@tf.RegisterGradient, or declare that it has none with "
-                                  "tf.no_gradient" for op in run.ungradable])
+        raise Verdict("failed", [f"no gradient is registered for {op}: register one with "
+                                 "@tf.RegisterGradient, or declare that it has none with "
+                                 "tf.no_gradient" for op in run.ungradable])
     notes = [f"{op} is declared not differentiable" for op in run.op_types
-             if _gradient_of(op) == "none"]
-    problems, wrong_shapes = [], [s for s in samples if run.shape_problems(s)[0]]
-    for sample in (s for s in samples if s not in wrong_shapes):
+             if gradient_of(op) == "none"]
+    problems = []
+    for sample in (sample for sample, reason in why.items() if not reason):
         found: dict[str, Any] = {}
         for how in ("eagerly", "in tf.function", "by v1 gradients"):
             try:
                 found[how] = run.gradients(sample, how)
             except LookupError as error:  # a gradient function that refuses
-                found[how] = _told(error)
+                found[how] = told(error)
         if refused := [how for how, grads in found.items() if isinstance(grads, str)]:
             notes.append(f"the gradient refuses by design ({found[refused[0]]})")
             if len(refused) < len(found):
                 problems.append(f"{sample}: the gradient is refused {', '.join(refused)} only")
             continue
-        floating = [i for i, dtype in enumerate(sample.dtypes) if _differentiable(dtype)]
+        floating = [i for i, dtype in enumerate(sample.dtypes) if differentiable(dtype)]
         problems += [f"{sample}: the gradient of input {i} is {g.dtype.name}{g.shape.as_list()}, "
                      "not the input's dtype and shape" for i, g in zip(floating, found["eagerly"])
                      if g is not None and (g.dtype, g.shape) != (sample.dtypes[i],
                                                                  sample.arrays[i].shape)]
-        for how in ("in tf.function", "by v1 gradients"):
-            problems += run.gradient_differences(sample, found["eagerly"], found[how], how)
+        # Both in a graph: the ways (eager, tf.function, jit_compile) are compared by modes.
+        problems += run.gradient_differences(sample, found["in tf.function"],
+                                             found["by v1 gradients"], "by v1 gradients")
     if problems:
-        raise _Verdict("failed", problems)
-    if wrong_shapes:
-        left_out = f"{len(wrong_shapes)} of {len(samples)} samples, whose inferred shapes are " \
-                   "wrong (see shape_fn)"
-        if len(wrong_shapes) == len(samples):
-            raise _Verdict("skipped", f"no sample to differentiate: {left_out}")
+        raise Verdict("failed", problems)
+    if wrong_shapes := [sample for sample, reason in why.items() if reason == "wrong shapes"]:
+        count = len([reason for reason in why.values() if reason in ("", "wrong shapes")])
+        left_out = f"{len(wrong_shapes)} of {count} samples, whose inferred shapes are wrong " \
+                   "(see shape_fn)"
+        if len(wrong_shapes) == count:
+            raise Verdict("skipped", f"no sample to differentiate: {left_out}")
         notes.append(f"left out: {left_out}")
-    return _listed(notes) or "registered; the tape, tf.function and v1 gradients agree"
+    return listed(notes) or "registered, of the inputs' dtypes and shapes; in a graph, a tape " \
+                            "and v1 gradients agree"
 
 
-def _check_modes(run: _Run) -> str:
+def _check_modes(run: Run) -> str:
     problems, notes, jitted = [], [], []
     for device, sample in ((d, s) for d in run.devices for s in run.usable()):
         # Every way, on every device, must give the CPU's eager outputs: where a device has no
@@ -137,15 +132,15 @@ def _check_modes(run: _Run) -> str:
         for how, way in ways.items():
             try:
                 with tf.device(device):
-                    found[how] = _flat(way(*sample.tensors()))
+                    found[how] = flat(way(*sample.tensors()))
             except Exception as error:
-                problems.append(f"{sample} on {device}: {how} fails: {_told(error)}" + (
+                problems.append(f"{sample} on {device}: {how} fails: {told(error)}" + (
                     ". Register an XLA kernel (REGISTER_XLA_OP), and load the library before "
                     "TensorFlow runs its first op: TensorFlow makes XLA's kernels once"
                     if "OpKernel for XLA_" in str(error) else ""))
         for how, outputs in found.items():
             problems += run.compare(sample, expected, outputs, f"{device}, {how}")
-        if not run.differentiable(sample):
+        if run.why_no_gradient(sample):
             continue
         try:
             with tf.device("CPU:0"):
@@ -157,8 +152,8 @@ def _check_modes(run: _Run) -> str:
         except LookupError:
             notes.append("the gradient refuses by design, so only outputs are compared")
     if problems:
-        raise _Verdict("failed", problems)
-    note = f" ({_listed(notes)})" if notes else ""
+        raise Verdict("failed", problems)
+    note = f" ({listed(notes)})" if notes else ""
     if all(jitted):
         agreeing = "eager, tf.function and jit_compile agree"
     elif any(jitted):
@@ -168,24 +163,28 @@ def _check_modes(run: _Run) -> str:
     return f"{agreeing} on {', '.join(run.devices)}{note}"
 
 
-def _check_edges(run: _Run) -> str:
+def _check_edges(run: Run) -> str:
     run.unscreened("edge samples run only in a fresh process, and none could run them")
-    problems, failing, outputs = [], 0, run.screen.outputs
+    problems, failing, contradicted, outputs = [], 0, 0, run.screen.outputs
     for sample in run.edges:
         if run.ended(sample):
             problems.append(run.ended(sample))
             continue
-        eager, again = (outputs.get((sample.index, how)) for how in ("eagerly", "eagerly again"))
+        eager, again, third = (outputs.get((sample.index, how)) for how in (
+            "eagerly", "eagerly again", "eagerly a third time"))
         if eager is None:  # fn cannot be traced for it, whatever its shapes: a clean error
             failing += 1
             continue
         failing += isinstance(eager, str)
-        if isinstance(eager, list) and isinstance(again, list) and not run.varies:
-            problems += [f"{problem}: an output depends on memory the kernel never wrote (two "
-                         "eager calls, with the allocator's memory filled differently)"
-                         for problem in run.compare(sample, eager, again, "eagerly twice")]
+        if isinstance(eager, list) and not run.varies and (twice := run.twice(
+                sample, eager, again, third)):
+            problems += twice
+            continue  # its values are not the kernel's to compare in other ways
         if isinstance(run.trace(sample), Exception):
             continue  # a graph refuses it, as the shape function does: a clean error (shape_fn)
+        if run.shape_problems(sample)[0]:
+            contradicted += 1  # a graph computes with the wrong shapes: shape_fn fails
+            continue
         for how in ("in tf.function", "with jit_compile"):
             found, on_base = (outputs.get((i, how)) for i in (sample.index, sample.base))
             if found is None or not isinstance(on_base, list):  # not tried; or its given sample
@@ -193,20 +192,22 @@ def _check_edges(run: _Run) -> str:
             if isinstance(eager, list) and isinstance(found, list):
                 problems += run.compare(sample, eager, found, how)
             elif isinstance(eager, list) or isinstance(found, list):
-                said = [f"fails: {_told(x)}" if isinstance(x, str) else "gives outputs"
+                said = [f"fails: {told(x)}" if isinstance(x, str) else "gives outputs"
                         for x in (eager, found)]
                 problems.append(f"{sample}: eagerly, fn {said[0]}; {how}, it {said[1]}")
     if problems:
-        raise _Verdict("failed", problems)
+        raise Verdict("failed", problems)
+    note = f"; {contradicted} whose shapes the shape function contradicts, compared eagerly " \
+           "only (see shape_fn)" if contradicted else ""
     return f"{len(run.edges)} edge samples (empty axes, scalars, a batch of one, extreme " \
         "values), run in a fresh process: none ends it, and each gives the same outputs, or " \
-        "fails, eagerly (twice), in tf.function and, where XLA has its types, with " \
-        f"jit_compile; {failing} fail"
+        "fails, eagerly (three times), in tf.function and, where XLA has its types, with " \
+        f"jit_compile; {failing} fail{note}"
 
 
-def _check_vmap(run: _Run) -> str:
+def _check_vmap(run: Run) -> str:
     if not (samples := [s for s in run.usable() if s.arrays]):
-        raise _Verdict("skipped", "fn takes no argument to batch")
+        raise Verdict("skipped", "fn takes no argument to batch")
     vectorized = tf.function(autograph=False)(lambda *batch: tf.vectorized_map(
         lambda example: run.fn(*example), batch, fallback_to_while_loop=False))
     problems = []
@@ -219,93 +220,94 @@ def _check_vmap(run: _Run) -> str:
         except Exception as error:
             advice = ". Register a pfor converter (tensorflow.python.ops.parallel_for.pfor." \
                      "RegisterPFor)" if "No pfor vectorization" in str(error) else ""
-            raise _Verdict("failed", f"{sample}: tf.vectorized_map fails without its while_loop "
-                           f"fallback: {_told(error)}{advice}") from error
+            raise Verdict("failed", f"{sample}: tf.vectorized_map fails without its while_loop "
+                          f"fallback: {told(error)}{advice}") from error
         for k, example in enumerate(examples):
-            one = _flat(tf.nest.map_structure(lambda t, k=k: _row(t, k), batch))
+            # Example k of the batch, sliced in NumPy where TensorFlow cannot (quantized dtypes).
+            one = flat(tf.nest.map_structure(lambda t, k=k: tf.constant(t.numpy()[k], t.dtype)
+                                             if isinstance(t, tf.Tensor) else t[k], batch))
             loop = run.guarded(sample, run.call, sample.tensors(example))
-            problems += run.compare(sample, loop, one, f"example {k}")
+            problems += [f"tf.vectorized_map differs from a loop: {problem}"
+                         for problem in run.compare(sample, loop, one, f"example {k}")]
     if problems:
-        raise _Verdict("failed", f"tf.vectorized_map differs from a loop: {_listed(problems)}")
+        raise Verdict("failed", problems)
     return "tf.vectorized_map vectorizes fn, with the results of a loop over the batch"
 
 
-def _check_retrace(run: _Run) -> str:
+def _check_retrace(run: Run) -> str:
     signatures: dict[str, tuple] = {}
     for sample in run.usable():
-        size = next((a.shape[0] for a in sample.arrays if a.ndim), 0)
-        batched = _batched(sample.arrays, empty_too=False)
+        batched = in_batch(sample.arrays, empty_too=False)
         specs = [tf.TensorSpec([None, *a.shape[1:]] if b else a.shape, d)
                  for a, b, d in zip(sample.arrays, batched, sample.dtypes)]
         if any(batched):
-            signatures.setdefault(str(specs), (sample, specs, batched, size))
+            signatures.setdefault(str(specs), (sample, specs, batched))
     if not signatures:
-        raise _Verdict("skipped", "no sample has an input with a batch dimension (size 1 or more)")
+        raise Verdict("skipped", "no sample has an input with a batch dimension (size 1 or more)")
     refused, served = [], 0
-    for sample, specs, batched, size in signatures.values():
+    for sample, specs, batched in signatures.values():
         traced = tf.function(run.fn, input_signature=specs, autograph=False)
         try:
             traced.get_concrete_function()
         except Exception as error:
-            raise _Verdict("failed", f"{sample}: fn cannot be traced for an unknown batch "
-                           f"dimension ({', '.join(_shape(s.shape) for s in specs)}): "
-                           f"{_told(error)}. A tf.function that calls it traces again for "
-                           "every batch size") from error
+            raise Verdict("failed", f"{sample}: fn cannot be traced for an unknown batch "
+                          f"dimension ({', '.join(str(s.shape.as_list()) for s in specs)}): "
+                          f"{told(error)}. A tf.function that calls it traces again for "
+                          "every batch size") from error
+        size = batch_size(sample.arrays)
         for rows in (np.arange(batch) % size for batch in (size, size + 1, 2 * size + 1)):
             try:
                 traced(*sample.tensors([a[rows] if b else a
                                         for a, b in zip(sample.arrays, batched)]))
                 served += len(rows) > size
             except tf.errors.OpError as error:  # inputs tied otherwise than by their first axis
-                refused.append(f"a batch of {len(rows)} made from {sample}: {_told(error)}")
+                refused.append(f"a batch of {len(rows)} made from {sample}: {told(error)}")
         if (traces := traced.experimental_get_tracing_count()) != 1:
-            raise _Verdict("failed", f"{sample}: {traces} traces for one signature")
+            raise Verdict("failed", f"{sample}: {traces} traces for one signature")
     if not served:
-        raise _Verdict("skipped", "fn refused every batch larger than its sample, so no other "
-                       f"batch size was tried: {_listed(refused, 1)}")
-    note = f" (fn refused {_listed(refused, 1)})" if refused else ""
+        raise Verdict("skipped", "fn refused every batch larger than its sample, so no other "
+                      f"batch size was tried: {listed(refused, 1)}")
+    note = f" (fn refused {listed(refused, 1)})" if refused else ""
     return f"one trace serves batch sizes n, n+1 and 2n+1, for each of {len(signatures)} " \
            f"signatures{note}"
 
 
-def _check_pure(run: _Run) -> str:
+def _check_pure(run: Run) -> str:
     problems = []
     for sample in run.usable():
         for how, call in (("eagerly", run.call), ("in tf.function", lambda t: run.function(*t))):
             inputs = sample.tensors()
             run.guarded(sample, call, inputs)
             for i, (before, after) in enumerate(zip(sample.tensors(), inputs)):
-                if text := _difference(before, after):
+                if text := difference(before, after):
                     problems.append(f"{sample}: called {how}, fn changed its input {i} ({text}): "
                                     "a kernel must never write into an input")
-    # Only stateful ops that make values may make them vary (not Assert, which makes none).
-    op_defs = [_compat.registered_op_def(op) for op in run.op_types]
-    stateful = [d.name for d in op_defs if d is not None and d.is_stateful and d.output_arg]
-    if run.varies and not stateful:
+    if run.varies and not run.stateful:
         problems.append(f"{', '.join(run.op_types)} is declared stateless, yet two calls on "
                         f"{run.varies[0]} gave other outputs: Grappler may fold it into a constant "
                         "or merge two calls. Declare it SetIsStateful(), or make it deterministic")
     if problems:
-        raise _Verdict("failed", problems)
+        raise Verdict("failed", problems)
     if run.varies:
-        return f"inputs unchanged; outputs vary, as stateful {', '.join(stateful)} may make them"
+        return f"inputs unchanged; outputs vary, as stateful {', '.join(run.stateful)} may " \
+               "make them"
     return "inputs unchanged, and the same outputs for the same inputs"
 
 
-def _check_saved_model(run: _Run) -> str:
+def _check_saved_model(run: Run) -> str:
     samples, screen = run.usable(), run.screen
     loads = ", ".join(name.partition(":")[2] for name in run.libraries) or "only TensorFlow"
     if screen.error:
-        raise _Verdict("failed", f"in a fresh process that loads {loads}, the SavedModel does "
-                       f"not load and run: {screen.error}")
+        raise Verdict("failed", f"in a fresh process that loads {loads}, the SavedModel does "
+                      f"not load and run: {screen.error}")
     problems = []
     for sample in samples:
         if isinstance(outputs := screen.outputs.get((sample.index, "in tf.function"), []), str):
-            problems.append(f"{sample}: the loaded model raised {_told(outputs)}")
+            problems.append(f"{sample}: the loaded model raised {told(outputs)}")
         else:
             problems += run.compare(sample, run.eager(sample), outputs, "the loaded model")
     if problems:
-        raise _Verdict("failed", problems)
+        raise Verdict("failed", problems)
     without = ("it needs no op that TensorFlow alone lacks" if not screen.unregistered else
                f"without it, it cannot load: TensorFlow alone registers no "
                f"{', '.join(screen.unregistered)}")
@@ -314,31 +316,55 @@ def _check_saved_model(run: _Run) -> str:
     return f"a fresh process that loads {loads} gives {same}; {without}"
 
 
+# --- the samples a check reports, which the others leave out ---------------------------------
+def _refused_by_shape_function(run: Run, sample: Sample) -> bool:
+    trace = run.trace(sample)
+    return isinstance(trace, ValueError) and " with input shapes: " in str(trace)
+
+
+def _cannot_build_or_run_on_the_cpu(run: Run, sample: Sample) -> bool:
+    if isinstance(run.trace(sample), Exception):
+        return not _refused_by_shape_function(run, sample)
+    return any(gap[1] == "CPU" for gap in run.kernel_gaps.get(sample.index, []))
+
+
+def _crashed(run: Run, sample: Sample) -> bool:
+    return sample.index in run.screen.crashes
+
+
 @dataclasses.dataclass(frozen=True)
 class Check:
     """A check: its ``name`` in ``checks`` and in the results; the ``function`` that returns its
-    reason for ``ok`` or raises ``_Verdict``; whether it reads what the fresh process found
-    (``fresh_process``); and whether it runs the samples given, leaving out, with a note, those
-    that crashed (``runs_given_samples``)."""
+    reason for ``ok`` or raises ``Verdict``; whether it reads what the fresh process found
+    (``fresh_process``); whether it runs the samples given, and so notes those it leaves out
+    (``runs_given_samples``); the samples it ``reports``, which the others leave out; whether it
+    runs edge samples, which the fresh process then derives and runs first
+    (``runs_edge_samples``); and, as (words, start), the words of an ``expect`` that hold
+    untried where its ``ok`` says it tried none of them (``untried``)."""
 
     name: str
-    function: Callable[[_Run], str]
-    fresh_process: bool
-    runs_given_samples: bool
+    function: Callable[[Run], str]
+    fresh_process: bool = False
+    runs_given_samples: bool = True
+    reports: Callable[[Run, Sample], bool] | None = None
+    runs_edge_samples: bool = False
+    untried: tuple[str, str] = ("", "")
 
 
 # The checks, in the order they run and are reported.
 TABLE = (
-    Check("registered", _check_registered, fresh_process=False, runs_given_samples=False),
-    Check("shape_fn", _check_shape_fn, fresh_process=False, runs_given_samples=True),
-    Check("crash", _check_crash, fresh_process=True, runs_given_samples=False),
-    Check("gradient", _check_gradient, fresh_process=False, runs_given_samples=True),
-    Check("modes", _check_modes, fresh_process=False, runs_given_samples=True),
-    Check("edges", _check_edges, fresh_process=True, runs_given_samples=False),
-    Check("vmap", _check_vmap, fresh_process=False, runs_given_samples=True),
-    Check("retrace", _check_retrace, fresh_process=False, runs_given_samples=True),
-    Check("pure", _check_pure, fresh_process=False, runs_given_samples=True),
-    Check("saved_model", _check_saved_model, fresh_process=True, runs_given_samples=True),
+    Check("registered", _check_registered, runs_given_samples=False,
+          reports=_cannot_build_or_run_on_the_cpu),
+    Check("shape_fn", _check_shape_fn, reports=_refused_by_shape_function),
+    Check("crash", _check_crash, fresh_process=True, runs_given_samples=False, reports=_crashed),
+    Check("gradient", _check_gradient),
+    Check("modes", _check_modes, untried=("jit_compile", UNJITTED)),
+    Check("edges", _check_edges, fresh_process=True, runs_given_samples=False,
+          runs_edge_samples=True),
+    Check("vmap", _check_vmap),
+    Check("retrace", _check_retrace),
+    Check("pure", _check_pure),
+    Check("saved_model", _check_saved_model, fresh_process=True),
 )
 CHECKS = tuple(check.name for check in TABLE)
 IN_PROCESS = tuple(check.name for check in TABLE if not check.fresh_process)

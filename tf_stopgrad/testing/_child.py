@@ -3,14 +3,16 @@
 It imports TensorFlow and each LIBRARY (``path:FILE`` or ``module:NAME``), never tf_stopgrad,
 whose op library would make saved_model's "TensorFlow alone lacks" wrong. It notes which of
 OP_TYPES TensorFlow alone does not register, raises if the libraries leave one unregistered,
-loads the SavedModel in DIRECTORY, and calls it on each sample in DIRECTORY/inputs: eagerly
-twice, with freed and new memory filled differently each time (glibc's M_PERTURB), in
-tf.function, and with jit_compile for a file named -jit. It notes each call in
+loads the SavedModel in DIRECTORY, and calls it on each sample in DIRECTORY/inputs, each file
+named NNNN-WAYS (WAYS below): eagerly three times, with freed and new memory filled with one
+byte, another, then the first again (glibc's M_PERTURB), in tf.function, and with jit_compile.
+An empty input is made as TensorFlow's ops make one, with no buffer. It notes each call in
 DIRECTORY/progress before making it, so a crash leaves the call that ended it there, and writes
-what each call gave to DIRECTORY/outputs/WAY/SAMPLE (.error for an error). Tensors go as lists of
+what each call gave to DIRECTORY/outputs/WAY/NNNN (.error for an error). Tensors go as lists of
 TensorProtos, which need no kernel (SerializeTensor has none for qint8).
 """
 
+import contextlib
 import ctypes
 import functools
 import importlib
@@ -31,7 +33,10 @@ _compat = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_compat)
 
 OPAQUE = (tf.variant, tf.resource)  # dtypes whose values cannot be read, only their shapes
-PERTURB = {"eagerly": 0x5A, "eagerly again": 0xA5}  # the byte glibc fills memory with
+WAYS = {"e": "eagerly", "a": "eagerly again", "t": "eagerly a third time", "f": "in tf.function",
+        "j": "with jit_compile"}
+# The byte glibc fills freed memory with, and new memory with its complement.
+PERTURB = {"eagerly": 0x5A, "eagerly again": 0xA5, "eagerly a third time": 0x5A}
 M_PERTURB = -6  # mallopt's option for it, as MALLOC_PERTURB_ sets it at startup
 
 
@@ -70,6 +75,16 @@ def plain(kind, value):
     return value.name if kind == "func" else value
 
 
+def made(array, dtype) -> tf.Tensor:
+    """An input as TensorFlow's ops make one: in a buffer of its own (a kernel that reads past it
+    reads what glibc filled it with), and with none where it has no element."""
+    if not array.size:
+        return tf.zeros(array.shape, dtype)
+    with contextlib.suppress(tf.errors.InvalidArgumentError):  # no kernel for quantized dtypes
+        return tf.raw_ops.DeepCopy(x=tf.constant(array, dtype))
+    return tf.constant(array, dtype)
+
+
 def main(directory: pathlib.Path, libraries: list[str], op_types: list[str]) -> None:
     unregistered = [op_type for op_type in op_types if _compat.registered_op_def(op_type) is None]
     (directory / "unregistered").write_text(" ".join(unregistered))
@@ -87,28 +102,28 @@ def main(directory: pathlib.Path, libraries: list[str], op_types: list[str]) -> 
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # glibc's; absent elsewhere
     for sample in sorted((directory / "inputs").iterdir()):
         protos = AttrValue.ListValue.FromString(sample.read_bytes()).tensor
-        traced = getattr(model, f"sample_{sample.name[:4]}")
-        ways: dict[str, Callable] = dict.fromkeys(PERTURB, functools.partial(eagerly, traced))
+        index, _, letters = sample.name.partition("-")
+        traced = functools.partial(eagerly, getattr(model, f"sample_{index}"))
+        ways: dict[str, Callable] = dict.fromkeys(PERTURB, traced)
         ways["in tf.function"] = lambda inputs: model.call(*inputs)
-        if sample.name.endswith("-jit"):
-            ways["with jit_compile"] = lambda inputs: jitted(*inputs)
-        for way, call in ways.items():
-            inputs = [tf.constant(tf.make_ndarray(proto), proto.dtype) for proto in protos]
-            with open(directory / "progress", "a") as progress:
-                progress.write(f"{sample.name} {way}\n")
+        ways["with jit_compile"] = lambda inputs: jitted(*inputs)
+        for way in (WAYS[letter] for letter in letters):
             if mallopt:
                 mallopt(M_PERTURB, PERTURB.get(way, 0))
+            inputs = [made(tf.make_ndarray(proto), proto.dtype) for proto in protos]
+            with open(directory / "progress", "a") as progress:
+                progress.write(f"{sample.name} {way}\n")
             folder = directory / "outputs" / way
             folder.mkdir(parents=True, exist_ok=True)
             try:
-                outputs = tf.nest.flatten(call(inputs), expand_composites=True)
+                outputs = tf.nest.flatten(ways[way](inputs), expand_composites=True)
             except Exception as error:
-                (folder / f"{sample.name[:4]}.error").write_text(f"{type(error).__name__}\n{error}")
+                (folder / f"{index}.error").write_text(f"{type(error).__name__}\n{error}")
                 continue
             readable = [tf.zeros(t.shape, tf.bool) if t.dtype in OPAQUE else t for t in outputs]
             written = AttrValue.ListValue(tensor=[tf.make_tensor_proto(t.numpy(), t.dtype)
                                                   for t in readable])
-            (folder / sample.name[:4]).write_bytes(written.SerializeToString())
+            (folder / index).write_bytes(written.SerializeToString())
 
 
 if __name__ == "__main__":

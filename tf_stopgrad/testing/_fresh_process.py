@@ -22,27 +22,38 @@ from tensorflow.core.framework.attr_value_pb2 import AttrValue
 from .. import _compat
 
 TIMEOUT_S = 300
+# What a CHECK or glibc prints as it aborts: "Check failed: ...", "free(): invalid pointer",
+# "double free or corruption (!prev)", "corrupted size vs. prev_size", "*** ... detected ***".
+ABORTED = r"Check failed: .*|^\S*\(\): .*|^double free or corruption.*|^corrupted .*|.*detected.*"
+TUNABLES = ":".join(filter(None, [os.environ.get("GLIBC_TUNABLES"), "glibc.malloc.tcache_count=0"]))
 CHILD = Path(__file__).with_name("_child.py")
 
 
 @dataclasses.dataclass
 class Call:
-    """A sample, as the fresh process runs it: its inputs, the signature fn is traced for (the
-    sample's own shapes, or unknown ones where the shape function refuses them), and whether
-    XLA has its types."""
+    """A sample, as the fresh process runs it: its inputs, the signature fn is traced for, and
+    whether XLA has its types (``jit``) and a graph its shapes (``graph``: the trace has the
+    sample's own shapes, which the shape function does not refuse)."""
 
     index: int
     arrays: Sequence[np.ndarray]
     dtypes: Sequence[tf.DType]
     specs: list[tf.TensorSpec]
     jit: bool
+    graph: bool
+
+    @property
+    def name(self) -> str:
+        """Its input file's name: its index, then the ways to call it (_child.py's WAYS)."""
+        return f"{self.index:04d}-eatf{'j' if self.jit else ''}"
 
 
 @dataclasses.dataclass
 class Ran:
     """What the fresh processes did: ``error`` if none could run the samples, each crash (index:
-    how the process ended, and during which way), each call's outputs, or error text, by (index,
-    way), and the ops TensorFlow alone does not register."""
+    how the process ended, during which way, and for an eager call what a graph does), each
+    call's outputs, or error text, by (index, way), and the ops TensorFlow alone does not
+    register."""
 
     error: str = ""
     outputs: dict[tuple[int, str], Any] = dataclasses.field(default_factory=dict)
@@ -53,26 +64,50 @@ class Ran:
 def run(fn: Callable[..., Any], calls: list[Call], libraries: list[str], op_types: list[str]
         ) -> Ran:
     """Saves fn and ``calls`` to a directory, and runs them there in fresh processes: another
-    starts past each sample that crashes one."""
-    ran = Ran()
+    starts past each sample that crashes one, and calls a sample that crashed its first eager
+    call in tf.function, where a graph takes its shapes."""
+    ran, graphs = Ran(), {call.index: call.graph for call in calls}
+    eager, twice = [], set()  # the samples that crash eagerly; those that crash a graph too
     if not calls:
         return ran
     with tempfile.TemporaryDirectory(prefix="opcheck-") as directory:
         save(fn, calls, directory)
-        while any(Path(directory, "inputs").iterdir()):
+        inputs, outputs = Path(directory, "inputs"), Path(directory, "outputs")
+        while any(inputs.iterdir()):
             ended, said = _one_process(directory, libraries, op_types)
             done = Path(directory, "progress").read_text().splitlines()
             if not ended or not done:  # it ended well, raised, or crashed before a sample
                 ran.error = f"it ended {ended} before it ran a sample" if ended else said
                 break
             name, way = done[-1].split(" ", 1)
-            ran.crashes[int(name[:4])] = f"{ended} {way}{said}"
+            index = int(name[:4])
+            if index in eager:
+                twice.add(index)
+                ran.crashes[index] += f", and {way} too"
+            else:
+                ran.crashes[index] = f"{ended} {way}{said}"
+            if way == "eagerly":
+                eager.append(index)
+                if graphs[index]:  # the next process calls it in tf.function, first
+                    Path(inputs, name).rename(Path(inputs, f"{index:04d}-f"))
             for line in done:
-                Path(directory, "inputs", line.split()[0]).unlink(missing_ok=True)
+                Path(inputs, line.split()[0]).unlink(missing_ok=True)
             Path(directory, "progress").write_text("")
+        for index in (i for i in eager if i not in twice):
+            graph = Path(outputs, "in tf.function", f"{index:04d}")
+            error = graph.with_suffix(".error")
+            if not graphs[index]:
+                note = "the shape function refuses it in a graph"
+            elif error.exists():
+                note = f"in tf.function it raises {error.read_text().partition(chr(10))[0]}"
+            elif graph.exists():
+                note = "in tf.function it gives outputs"
+            else:
+                continue  # no process got to it
+            ran.crashes[index] += f"; eagerly only: {note}"
         if not ran.error:
             ran.unregistered = sorted(Path(directory, "unregistered").read_text().split())
-        for path in Path(directory, "outputs").glob("*/*"):  # outputs/WAY/SAMPLE[.error]
+        for path in outputs.glob("*/*"):  # outputs/WAY/SAMPLE[.error]
             key = int(path.name[:4]), path.parent.name
             if key[0] in ran.crashes:
                 continue  # what a crash or the time limit cut short
@@ -86,7 +121,7 @@ def run(fn: Callable[..., Any], calls: list[Call], libraries: list[str], op_type
 
 def save(fn: Callable[..., Any], calls: list[Call], directory: str) -> None:
     """fn's SavedModel, with ``call`` traced for each sample and each trace as ``sample_NNNN``,
-    and each sample's inputs, in a file whose name ends with -jit where XLA has their types."""
+    and each sample's inputs, in a file named for the sample and the ways to call it."""
     module = tf.Module()
     module.call = tf.function(fn, autograph=False)
     module.held = held(fn, set())  # what the model must save too: a tokenizer's tables
@@ -94,7 +129,7 @@ def save(fn: Callable[..., Any], calls: list[Call], directory: str) -> None:
     for call in calls:
         setattr(module, f"sample_{call.index:04d}", module.call.get_concrete_function(*call.specs))
         protos = map(tf.make_tensor_proto, call.arrays, call.dtypes)
-        Path(directory, "inputs", f"{call.index:04d}{'-jit' if call.jit else ''}").write_bytes(
+        Path(directory, "inputs", call.name).write_bytes(
             AttrValue.ListValue(tensor=protos).SerializeToString())
     tf.saved_model.save(module, str(Path(directory, "model")))
     Path(directory, "progress").write_text("")
@@ -136,15 +171,17 @@ def held(thing: Any, seen: set[int]) -> list[Any]:
 
 def _one_process(directory: str, libraries: list[str], op_types: list[str]) -> tuple[str, str]:
     """Runs _child.py: ('', '') if it ends well, ('', its error's text) if it raises, or how it
-    ended otherwise (with a signal, or none in time) and what a CHECK or glibc said."""
+    ended otherwise (with a signal, or none in time) and what a CHECK or glibc said. Its
+    allocator keeps no per-thread cache (tcache), so glibc fills every block it hands out."""
     try:
         ran = subprocess.run([sys.executable, str(CHILD), directory, *libraries, "--", *op_types],
-                             cwd=directory, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+                             cwd=directory, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+                                                     GLIBC_TUNABLES=TUNABLES),
                              capture_output=True, text=True, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return f"without finishing within {TIMEOUT_S} s", ""
     if ran.returncode < 0:
-        said = re.search(r"Check failed: .*|^\S*\(\): .*|.*detected.*", ran.stderr, re.MULTILINE)
+        said = re.search(ABORTED, ran.stderr, re.MULTILINE)
         return f"with {signal.Signals(-ran.returncode).name}", f" ({said[0]})" if said else ""
     if not ran.returncode or not (error := Path(directory, "error")).exists():
         return "", f"exit status {ran.returncode}: {ran.stderr[-300:]}" if ran.returncode else ""
