@@ -153,9 +153,9 @@ CRASHING = {
     "opcheck_leaves_tail_unwritten": (
         [(X23, X23)],
         re.compile(r"edge sample \d+ \(float32\[2, 3\], float32\[[\d, ]*\]: sample 0 with input 1 "
-                   r"(empty in axis \d|a scalar)\), eagerly twice: output 0: at \[[^]]*\] [^:]*: an "
-                   r"output depends on memory no one wrote, left unwritten by the kernel or read "
-                   r"past an input")),
+                   r"(empty in axis \d|a scalar)\), eagerly twice: output 0: at \[[^]]*\] [^:]*: "
+                   r"an output depends on memory no one wrote, left unwritten by the kernel or "
+                   r"read past an input")),
     # glibc's words depend on the heap's state: "free(): double free detected in tcache 2" where
     # a per-thread cache holds the block, "double free or corruption (out)" here.
     "opcheck_frees_twice_after_empty": (

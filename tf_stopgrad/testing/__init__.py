@@ -1,13 +1,8 @@
-"""``opcheck``: does a TensorFlow custom op behave as TensorFlow's own ops do?
+"""``opcheck``: does a TensorFlow custom op behave as TensorFlow's own ops do? (docs/opcheck.md)
 
-    from tf_stopgrad.testing import opcheck
-    results = opcheck(my_ops.my_op, [(np.ones([2, 3], np.float32),)], library="my_ops.so")
-    results.raise_on_failure()        # in a test; assert_opcheck(...) does both in one call
-
-Here, the API (docs/opcheck.md says what each check means, and what to do when it fails). The
-checks are in _checks.py: a new check is a function there and a row in its ``TABLE``. What they
-ask of one opcheck call, ``Run``, is in _run.py, the samples in _samples.py; a kernel that
-crashes ends a fresh process (_fresh_process.py, _child.py), not this one.
+Here, the API. The checks are in _checks.py: a new check is a function there and a row in its
+``TABLE``. What they ask of one opcheck call, ``Run``, is in _run.py, the samples in _samples.py;
+a kernel that crashes ends a fresh process (_fresh_process.py, _child.py), not this one.
 """
 
 from __future__ import annotations
@@ -31,7 +26,7 @@ from ._run import Run, Verdict, as_bits, told
 __all__ = ["CHECKS", "IN_PROCESS", "TABLE", "CheckResult", "OpcheckResults", "as_bits",
            "assert_opcheck", "opcheck"]
 
-# --- the API ---------------------------------------------------------------------------------
+
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
     """One check's verdict: ``status`` is ``ok``, ``skipped`` or ``failed``; ``reason`` says why,
@@ -137,23 +132,20 @@ def _result(check: Check, run: Run, expected: str | None) -> CheckResult:
         result = CheckResult("failed", reason, traceback.format_exc(), (reason,))
     if check.runs_given_samples and run.left_out not in result.reason:
         result = dataclasses.replace(result, reason=result.reason + run.left_out)
-    return result if expected is None else _as_expected(check, result, expected)
-
-
-def _as_expected(check: Check, result: CheckResult, words: str) -> CheckResult:
-    """A failure by design, whose every problem says ``words``, is ``ok``, and so are words
-    that the check could not try (jit_compile, where XLA has the types of no sample); else
-    ``failed``."""
+    if expected is None:
+        return result
+    # A failure by design, whose every problem says the words, is ok, and so are words that the
+    # check could not try (jit_compile, where XLA has the types of no sample).
     untried, start = check.untried
-    if untried and untried in words and result.status == "ok" and result.reason.startswith(
+    if untried and untried in expected and result.status == "ok" and result.reason.startswith(
             start):
-        return CheckResult("ok", f"expected to fail with {words!r}, not tried: {result.reason}")
-    problems = result.problems
-    if len(others := [p for p in problems if words not in p]) == len(problems):  # none says it
-        return CheckResult("failed", f"expected to fail with {words!r}, but {result}")
-    if others:
+        return CheckResult("ok", f"expected to fail with {expected!r}, not tried: {result.reason}")
+    if not any(expected in problem for problem in result.problems):
+        said = f"expected to fail with {expected!r}, but {result}"
+        return CheckResult("failed", said, problems=(said,))
+    if others := [problem for problem in result.problems if expected not in problem]:
         return CheckResult("failed", Verdict("failed", others).reason, problems=tuple(others))
-    return CheckResult("ok", f"fails as expected, with {words!r}: {result.reason}",
+    return CheckResult("ok", f"fails as expected, with {expected!r}: {result.reason}",
                        result.traceback)
 
 

@@ -71,16 +71,21 @@ def _check_crash(run: Run) -> str:
 
 def _check_gradient(run: Run) -> str:
     why = {sample: run.why_no_gradient(sample) for sample in run.usable()}
-    if all(reason == "no floating input" for reason in why.values()):
+    if set(why.values()) == {"no floating input"}:
         raise Verdict("skipped", "no sample has a floating input")
     # No gradient flows through an op without a floating output: the tape gives None.
-    if all(reason in ("no floating input", "no floating output") for reason in why.values()):
+    if set(why.values()) <= {"no floating input", "no floating output"}:
         raise Verdict("skipped", "no output is floating: a gradient through fn is None, as "
                       "through tf.math.is_nan")
     if run.ungradable:
         raise Verdict("failed", [f"no gradient is registered for {op}: register one with "
                                  "@tf.RegisterGradient, or declare that it has none with "
                                  "tf.no_gradient" for op in run.ungradable])
+    wrong = [sample for sample, reason in why.items() if reason == "wrong shapes"]
+    left_out = f"{len(wrong)} of {len(wrong) + list(why.values()).count('')} samples, whose " \
+               "inferred shapes are wrong (see shape_fn)"
+    if "" not in why.values():
+        raise Verdict("skipped", f"no sample to differentiate: {left_out}")
     notes = [f"{op} is declared not differentiable" for op in run.op_types
              if gradient_of(op) == "none"]
     problems = []
@@ -106,15 +111,8 @@ def _check_gradient(run: Run) -> str:
                                              found["by v1 gradients"], "by v1 gradients")
     if problems:
         raise Verdict("failed", problems)
-    if wrong_shapes := [sample for sample, reason in why.items() if reason == "wrong shapes"]:
-        count = len([reason for reason in why.values() if reason in ("", "wrong shapes")])
-        left_out = f"{len(wrong_shapes)} of {count} samples, whose inferred shapes are wrong " \
-                   "(see shape_fn)"
-        if len(wrong_shapes) == count:
-            raise Verdict("skipped", f"no sample to differentiate: {left_out}")
-        notes.append(f"left out: {left_out}")
-    return listed(notes) or "registered, of the inputs' dtypes and shapes; in a graph, a tape " \
-                            "and v1 gradients agree"
+    return listed(notes + [f"left out: {left_out}"] * bool(wrong)) or \
+        "registered, of the inputs' dtypes and shapes; in a graph, a tape and v1 gradients agree"
 
 
 def _check_modes(run: Run) -> str:
@@ -154,12 +152,8 @@ def _check_modes(run: Run) -> str:
     if problems:
         raise Verdict("failed", problems)
     note = f" ({listed(notes)})" if notes else ""
-    if all(jitted):
-        agreeing = "eager, tf.function and jit_compile agree"
-    elif any(jitted):
-        agreeing = "eager, tf.function and, where tried, jit_compile agree"
-    else:
-        agreeing = UNJITTED
+    agreeing = "eager, tf.function and jit_compile agree" if all(jitted) else \
+        "eager, tf.function and, where tried, jit_compile agree" if any(jitted) else UNJITTED
     return f"{agreeing} on {', '.join(run.devices)}{note}"
 
 
@@ -176,10 +170,20 @@ def _check_edges(run: Run) -> str:
             failing += 1
             continue
         failing += isinstance(eager, str)
-        if isinstance(eager, list) and not run.varies and (twice := run.twice(
-                sample, eager, again, third)):
-            problems += twice
-            continue  # its values are not the kernel's to compare in other ways
+        if isinstance(eager, list) and isinstance(again, list) and not run.varies:
+            differ = [(i, text) for i, (one, other) in enumerate(zip(eager, again))
+                      if (text := difference(one, other))]
+            for i, text in differ:  # the third call fills memory as the first did
+                if isinstance(third, list) and not difference(eager[i], third[i]):
+                    problems.append(f"{sample}, eagerly twice: output {i}: {text}: an output "
+                                    "depends on memory no one wrote, left unwritten by the kernel "
+                                    "or read past an input (two calls differ where glibc fills "
+                                    "new memory otherwise, and agree where it fills it alike)")
+                elif not run.stateful:
+                    problems.append(f"{sample}, eagerly twice: output {i}: {text}: outputs "
+                                    "vary, though the op is declared stateless")
+            if differ:
+                continue  # its values are not the kernel's to compare in other ways
         if isinstance(run.trace(sample), Exception):
             continue  # a graph refuses it, as the shape function does: a clean error (shape_fn)
         if run.shape_problems(sample)[0]:
@@ -328,26 +332,17 @@ def _cannot_build_or_run_on_the_cpu(run: Run, sample: Sample) -> bool:
     return any(gap[1] == "CPU" for gap in run.kernel_gaps.get(sample.index, []))
 
 
-def _crashed(run: Run, sample: Sample) -> bool:
-    return sample.index in run.screen.crashes
-
-
 @dataclasses.dataclass(frozen=True)
 class Check:
-    """A check: its ``name`` in ``checks`` and in the results; the ``function`` that returns its
-    reason for ``ok`` or raises ``Verdict``; whether it reads what the fresh process found
-    (``fresh_process``); whether it runs the samples given, and so notes those it leaves out
-    (``runs_given_samples``); the samples it ``reports``, which the others leave out; whether it
-    runs edge samples, which the fresh process then derives and runs first
-    (``runs_edge_samples``); and, as (words, start), the words of an ``expect`` that hold
-    untried where its ``ok`` says it tried none of them (``untried``)."""
+    """A check, and all that opcheck needs to know of it."""
 
-    name: str
-    function: Callable[[Run], str]
-    fresh_process: bool = False
-    runs_given_samples: bool = True
-    reports: Callable[[Run, Sample], bool] | None = None
-    runs_edge_samples: bool = False
+    name: str  # in ``checks`` and in the results
+    function: Callable[[Run], str]  # returns its reason for ok, or raises Verdict
+    fresh_process: bool = False  # reads what the fresh process found, which then runs first
+    runs_given_samples: bool = True  # and so notes those that the others report, left out
+    reports: Callable[[Run, Sample], bool] | None = None  # samples the others then leave out
+    runs_edge_samples: bool = False  # which the fresh process then derives and runs
+    # (words, start): an expect's words hold untried where its ok starts so (tried none of them).
     untried: tuple[str, str] = ("", "")
 
 
@@ -356,7 +351,8 @@ TABLE = (
     Check("registered", _check_registered, runs_given_samples=False,
           reports=_cannot_build_or_run_on_the_cpu),
     Check("shape_fn", _check_shape_fn, reports=_refused_by_shape_function),
-    Check("crash", _check_crash, fresh_process=True, runs_given_samples=False, reports=_crashed),
+    Check("crash", _check_crash, fresh_process=True, runs_given_samples=False,
+          reports=lambda run, sample: sample.index in run.screen.crashes),
     Check("gradient", _check_gradient),
     Check("modes", _check_modes, untried=("jit_compile", UNJITTED)),
     Check("edges", _check_edges, fresh_process=True, runs_given_samples=False,

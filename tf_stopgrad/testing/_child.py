@@ -1,15 +1,14 @@
 """opcheck's fresh process, run by path: ``python _child.py DIRECTORY LIBRARY... -- OP_TYPE...``.
 
 It imports TensorFlow and each LIBRARY (``path:FILE`` or ``module:NAME``), never tf_stopgrad,
-whose op library would make saved_model's "TensorFlow alone lacks" wrong. It notes which of
-OP_TYPES TensorFlow alone does not register, raises if the libraries leave one unregistered,
-loads the SavedModel in DIRECTORY, and calls it on each sample in DIRECTORY/inputs, each file
-named NNNN-WAYS (WAYS below): eagerly three times, with freed and new memory filled with one
-byte, another, then the first again (glibc's M_PERTURB), in tf.function, and with jit_compile.
-An empty input is made as TensorFlow's ops make one, with no buffer. It notes each call in
-DIRECTORY/progress before making it, so a crash leaves the call that ended it there, and writes
-what each call gave to DIRECTORY/outputs/WAY/NNNN (.error for an error). Tensors go as lists of
-TensorProtos, which need no kernel (SerializeTensor has none for qint8).
+whose op library would make saved_model's "TensorFlow alone lacks" wrong; notes which OP_TYPES
+TensorFlow alone lacks, and raises if the libraries leave one unregistered; then loads the
+SavedModel in DIRECTORY and calls it on each sample in DIRECTORY/inputs/NNNN-WAYS, as WAYS
+(below) says: eagerly three times, with glibc filling memory with one byte, another, then the
+first again (M_PERTURB); in tf.function; with jit_compile. Its inputs are made as TensorFlow's ops
+make them, an empty one with no buffer. It notes each call in DIRECTORY/progress before it makes
+it, so a crash leaves the call that ended it there, and writes what each call gave to
+DIRECTORY/outputs/WAY/NNNN (.error for an error), as lists of TensorProtos, which need no kernel.
 """
 
 import contextlib
@@ -61,18 +60,14 @@ def eagerly(function, inputs: list) -> list:
 def attribute(value: AttrValue):
     """An AttrValue as eager execution takes it."""
     kind = value.WhichOneof("value")
-    if kind != "list":
-        return plain(kind, getattr(value, kind))
-    for field in ("s", "i", "f", "b", "type", "shape", "func"):
-        if values := getattr(value.list, field):
-            return [plain(field, v) for v in values]
-    return []
-
-
-def plain(kind, value):
+    if kind == "list":
+        kind = next((k for k in ("s", "i", "f", "b", "type", "shape", "func")
+                     if getattr(value.list, k)), "s")
+        return [attribute(AttrValue(**{kind: v})) for v in getattr(value.list, kind)]
     if kind == "shape":
-        return None if value.unknown_rank else [d.size if d.size >= 0 else None for d in value.dim]
-    return value.name if kind == "func" else value
+        shape = value.shape
+        return None if shape.unknown_rank else [d.size if d.size >= 0 else None for d in shape.dim]
+    return value.func.name if kind == "func" else getattr(value, kind)
 
 
 def made(array, dtype) -> tf.Tensor:

@@ -31,9 +31,9 @@ CHILD = Path(__file__).with_name("_child.py")
 
 @dataclasses.dataclass
 class Call:
-    """A sample, as the fresh process runs it: its inputs, the signature fn is traced for, and
-    whether XLA has its types (``jit``) and a graph its shapes (``graph``: the trace has the
-    sample's own shapes, which the shape function does not refuse)."""
+    """A sample as the fresh process runs it: its inputs; fn traced for ``specs``, its own shapes
+    (``graph``) or unknown ones, where the shape function refuses them; ``jit`` where XLA has its
+    types."""
 
     index: int
     arrays: Sequence[np.ndarray]
@@ -42,18 +42,12 @@ class Call:
     jit: bool
     graph: bool
 
-    @property
-    def name(self) -> str:
-        """Its input file's name: its index, then the ways to call it (_child.py's WAYS)."""
-        return f"{self.index:04d}-eatf{'j' if self.jit else ''}"
-
 
 @dataclasses.dataclass
 class Ran:
-    """What the fresh processes did: ``error`` if none could run the samples, each crash (index:
-    how the process ended, during which way, and for an eager call what a graph does), each
-    call's outputs, or error text, by (index, way), and the ops TensorFlow alone does not
-    register."""
+    """What the fresh processes did: ``error`` if none could run the samples, each crash (sample:
+    how the process ended, and where), each call's outputs or error text by (sample, way), and
+    the ops TensorFlow alone does not register."""
 
     error: str = ""
     outputs: dict[tuple[int, str], Any] = dataclasses.field(default_factory=dict)
@@ -64,10 +58,9 @@ class Ran:
 def run(fn: Callable[..., Any], calls: list[Call], libraries: list[str], op_types: list[str]
         ) -> Ran:
     """Saves fn and ``calls`` to a directory, and runs them there in fresh processes: another
-    starts past each sample that crashes one, and calls a sample that crashed its first eager
-    call in tf.function, where a graph takes its shapes."""
-    ran, graphs = Ran(), {call.index: call.graph for call in calls}
-    eager, twice = [], set()  # the samples that crash eagerly; those that crash a graph too
+    starts past each sample that crashes one, after calling in tf.function first a sample that
+    crashed its first eager call, where a graph takes its shapes."""
+    ran, graphs, eager = Ran(), {call.index: call.graph for call in calls}, []
     if not calls:
         return ran
     with tempfile.TemporaryDirectory(prefix="opcheck-") as directory:
@@ -81,30 +74,23 @@ def run(fn: Callable[..., Any], calls: list[Call], libraries: list[str], op_type
                 break
             name, way = done[-1].split(" ", 1)
             index = int(name[:4])
-            if index in eager:
-                twice.add(index)
-                ran.crashes[index] += f", and {way} too"
-            else:
-                ran.crashes[index] = f"{ended} {way}{said}"
+            ran.crashes[index] = f"{ran.crashes[index]}, and {way} too" if index in eager else \
+                f"{ended} {way}{said}"
             if way == "eagerly":
                 eager.append(index)
-                if graphs[index]:  # the next process calls it in tf.function, first
+                if graphs[index]:
                     Path(inputs, name).rename(Path(inputs, f"{index:04d}-f"))
             for line in done:
                 Path(inputs, line.split()[0]).unlink(missing_ok=True)
             Path(directory, "progress").write_text("")
-        for index in (i for i in eager if i not in twice):
+        for index in (i for i in eager if not ran.crashes[i].endswith(" too")):
             graph = Path(outputs, "in tf.function", f"{index:04d}")
-            error = graph.with_suffix(".error")
-            if not graphs[index]:
-                note = "the shape function refuses it in a graph"
-            elif error.exists():
-                note = f"in tf.function it raises {error.read_text().partition(chr(10))[0]}"
-            elif graph.exists():
-                note = "in tf.function it gives outputs"
-            else:
-                continue  # no process got to it
-            ran.crashes[index] += f"; eagerly only: {note}"
+            raised = graph.with_suffix(".error")
+            ran.crashes[index] += "; eagerly only: " + (
+                "the shape function refuses it in a graph" if not graphs[index] else
+                f"in tf.function it raises {raised.read_text().partition(chr(10))[0]}"
+                if raised.exists() else "in tf.function it gives outputs" if graph.exists()
+                else "no process called it in tf.function")
         if not ran.error:
             ran.unregistered = sorted(Path(directory, "unregistered").read_text().split())
         for path in outputs.glob("*/*"):  # outputs/WAY/SAMPLE[.error]
@@ -129,7 +115,8 @@ def save(fn: Callable[..., Any], calls: list[Call], directory: str) -> None:
     for call in calls:
         setattr(module, f"sample_{call.index:04d}", module.call.get_concrete_function(*call.specs))
         protos = map(tf.make_tensor_proto, call.arrays, call.dtypes)
-        Path(directory, "inputs", call.name).write_bytes(
+        ways = "eatf" + "j" * call.jit  # _child.py's WAYS
+        Path(directory, "inputs", f"{call.index:04d}-{ways}").write_bytes(
             AttrValue.ListValue(tensor=protos).SerializeToString())
     tf.saved_model.save(module, str(Path(directory, "model")))
     Path(directory, "progress").write_text("")

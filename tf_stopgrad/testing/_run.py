@@ -50,21 +50,16 @@ def _visible_devices() -> list[str]:
 
 
 class Run:
-    """One opcheck call, and what checks ask of it, each computed once. A check takes the
-    samples that ``usable()`` gives; calls fn as ``ways`` (or ``gradient_ways``) do; compares
-    with ``eager(sample)`` through ``compare`` (``gradient_differences``); reads the op through
+    """One opcheck call, and what checks ask of it, each computed once: the samples ``usable()``
+    gives, fn's ``ways`` and ``gradient_ways``, ``eager`` outputs to ``compare`` with, the op's
     ``trace``, ``op_types``, ``shape_problems``, ``varies``, ``stateful`` and
-    ``why_no_gradient``; and reads what the fresh process found through ``screen``, ``edges``,
-    ``ended``, ``twice`` and ``unscreened``. The plumbing behind them comes after
-    ``differentiate``."""
+    ``why_no_gradient``, and the fresh process's findings (``screen``, ``edges``, ``ended``).
+    The plumbing behind them comes after ``differentiate``."""
 
     def __init__(self, fn: Callable[..., Any], samples: list[Sample], library, rtol, atol,
                  table: Sequence[Any], names: Sequence[str]):
-        self.fn = fn
-        self.samples = samples
+        self.fn, self.samples, self.rtol, self.atol = fn, samples, rtol, atol
         self.library = library  # as the fresh process takes it: path:FILE, module:NAME or None
-        self.rtol = rtol
-        self.atol = atol
         self.checks = [check for check in table if check.name in names]  # TABLE's rows to run
         self.reporters = [check for check in table if check.reports]  # run or not
         self.devices = _visible_devices()
@@ -81,11 +76,8 @@ class Run:
         self.screen = _fresh_process.Ran()  # what the fresh process found, once it has run
 
     def run_fresh_process(self) -> None:
-        """Runs each sample (edge samples too) first in a fresh process that loads fn's
-        SavedModel: eagerly (twice), in tf.function and with jit_compile. A sample the shape
-        function refuses runs too, traced for unknown shapes: eagerly, no shape function runs.
-        A crash ends that process, not this one, and the next starts past the sample. The edge
-        samples come from every sample fn builds its ops on, before any is known to crash."""
+        """Runs each sample (edge samples too: derived from every sample fn builds its ops on)
+        first in fresh processes, which a crash ends, not this one (_fresh_process.py)."""
         if any(check.runs_edge_samples for check in self.checks):
             self.edges = edge_samples([s for s in self.samples if not self.reported_by(s)],
                                       len(self.samples))
@@ -98,8 +90,7 @@ class Run:
             self.screen = _fresh_process.Ran(f"fn's SavedModel cannot be written, or what the "
                                              f"fresh process wrote cannot be read: {told(error)}")
         said = self.screen.error
-        if said and not said.startswith("it ended"):
-            said = told(said)
+        said = told(said) if said and not said.startswith("it ended") else said
         if "registers no" in said and self.found_libraries:
             said += (f": its import must register them; library={self.found_libraries} (loaded "
                      "here, they registered them) does")
@@ -133,11 +124,10 @@ class Run:
             raise Verdict("failed", f"{sample}: fn raised {told(error)}") from error
 
     def compare(self, sample: Sample, expected: list, actual: list, where: str) -> list[str]:
-        """Two ways' outputs: values where fn's outputs do not vary (on any sample given), else
-        dtypes and ranks; dtypes and shapes where an input holds an Inf or a NaN, on which two
-        right algorithms may give other non-finite values. An edge sample's as values, where a
-        difference under the smallest normal number is none: XLA and a kernel may flush
-        subnormals to zero, or not."""
+        """Two ways' outputs: values, but dtypes and ranks where fn's outputs vary (on any given
+        sample), and dtypes and shapes where an input holds an Inf or a NaN (two right algorithms
+        may make other non-finite values). An edge sample's values may differ under the
+        smallest normal number: XLA and a kernel may flush subnormals to zero, or not."""
         if len(expected) != len(actual):
             return [f"{sample}, {where}: {len(actual)} outputs, expected {len(expected)}"]
         if self.varies or not sample.finite:
@@ -151,27 +141,8 @@ class Run:
                                     bits=not sample.derived))
         return [f"{sample}, {where}: output {i}: {text}" for i, text in enumerate(found) if text]
 
-    def twice(self, sample: Sample, first: list, again: Any, third: Any) -> list[str]:
-        """Where the fresh process's first two eager calls on ``sample`` differ: memory no one
-        wrote, where the third, with glibc's memory filled as for the first, gives the first's
-        outputs; else outputs that vary, a defect where no op under test is declared stateful."""
-        problems = []
-        for i, (one, other) in enumerate(zip(first, again if isinstance(again, list) else [])):
-            if not (text := difference(one, other)):
-                continue
-            if isinstance(third, list) and not difference(one, third[i]):
-                problems.append(f"{sample}, eagerly twice: output {i}: {text}: an output depends "
-                                "on memory no one wrote, left unwritten by the kernel or read "
-                                "past an input (two calls differ where glibc fills new memory "
-                                "otherwise, and agree where it fills it alike)")
-            elif not self.stateful:
-                problems.append(f"{sample}, eagerly twice: output {i}: {text}: outputs vary, "
-                                "though the op is declared stateless")
-        return problems
-
     def gradients(self, sample: Sample, how: str) -> list[tf.Tensor | None]:
-        """The gradients of fn's floating outputs (times upstream gradients neither ones nor
-        symmetric) with respect to its floating inputs, taken ``how``."""
+        """The gradients of fn's floating outputs with respect to its floating inputs, ``how``."""
         found = self.gradient_ways[how](*sample.tensors())
         return [None if g is None else tf.convert_to_tensor(g) for g in found]
 
@@ -184,9 +155,8 @@ class Run:
 
     @functools.cache  # noqa: B019
     def trace(self, sample: Sample, unknown: str = "") -> tuple[tf.Graph, list] | Exception:
-        """fn in a graph of its own (a function's, which may capture tensors and resources), on
-        placeholders of the sample's shapes, or of ``unknown`` dimensions or rank: (graph,
-        outputs), or the error."""
+        """(graph, outputs) of fn traced as a function (which may capture tensors and resources)
+        for the sample's shapes, or ``unknown`` dimensions or rank; or the error."""
         graph = _compat.FuncGraph("opcheck")
         try:
             with graph.as_default():
@@ -201,9 +171,9 @@ class Run:
 
     @functools.cache  # noqa: B019
     def shape_problems(self, sample: Sample) -> tuple[list[str], list[str]]:
-        """Where the shape function contradicts the kernel (dtypes, and ranks too with the
-        shapes known), and where inference refused partial shapes. An edge sample's kernel is
-        the fresh process's eager call, compared with shapes known, where a graph takes it."""
+        """Where the shape function contradicts the kernel (dtypes, and ranks too with the shapes
+        known), and where inference refused partial shapes. An edge sample's kernel is the fresh
+        process's eager call, compared with shapes known, where a graph takes them."""
         problems: list[str] = []
         refused: list[str] = []
         real: Any = self.screen.outputs.get((sample.index, "eagerly"))
@@ -223,9 +193,11 @@ class Run:
             for i, (static, kernel) in enumerate(zip(trace[1], real)):
                 if static.dtype != kernel.dtype or not static.shape.is_compatible_with(
                         kernel.shape) or not (unknown or static.shape.rank == kernel.shape.rank):
+                    shape = " of unknown rank" if static.shape.rank is None else \
+                        static.shape.as_list()
                     problems.append(f"{sample}, {case}: output {i}: the shape function says "
-                                    f"{static.dtype.name}{shape_text(static.shape)}, the kernel "
-                                    f"gives {kernel.dtype.name}{kernel.shape.as_list()}")
+                                    f"{static.dtype.name}{shape}, the kernel gives "
+                                    f"{kernel.dtype.name}{kernel.shape.as_list()}")
         return problems, refused
 
     @functools.cached_property
@@ -241,8 +213,7 @@ class Run:
 
     @functools.cached_property
     def stateful(self) -> list[str]:
-        """The ops under test declared stateful that make values, which may then vary (not
-        Assert, which makes none)."""
+        """The ops under test declared stateful that make values (not Assert), which may vary."""
         op_defs = [_compat.registered_op_def(op) for op in self.op_types]
         return [d.name for d in op_defs if d is not None and d.is_stateful and d.output_arg]
 
@@ -272,20 +243,18 @@ class Run:
         return f"{sample} ends the process {ended}" if ended else ""
 
     def unscreened(self, what: str) -> None:
-        """Skips the check, saying ``what`` and why, where no fresh process could run the
-        samples (and there are samples to run)."""
+        """Skips the check, saying ``what`` and why, where no fresh process could run samples."""
         if self.usable() and self.screen.error:
             raise Verdict("skipped", f"{what} (see saved_model): {self.screen.error}")
 
     def differentiate(self, v1: bool, *tensors: tf.Tensor) -> list:
+        """Gradients, times upstream gradients that are neither ones nor symmetric."""
         wrt = [t for t in tensors if differentiable(t.dtype)]
         with tf.GradientTape() as tape:
             tape.watch(wrt)
             targets = [out for out in self.call(tensors) if differentiable(out.dtype)]
-        # -1.25, -0.75, ..., 1.75, repeated over each output's shape.
-        upstream = [tf.cast(tf.reshape(tf.math.floormod(tf.range(tf.size(t)), 7), tf.shape(t)),
-                            t.dtype) * tf.cast(0.5, t.dtype) - tf.cast(1.25, t.dtype)
-                    for t in targets]
+        upstream = [tf.cast(tf.reshape(tf.range(tf.size(t)) % 7, tf.shape(t)), t.dtype) *
+                    tf.cast(0.5, t.dtype) - tf.cast(1.25, t.dtype) for t in targets]
         if v1:
             return tf.compat.v1.gradients(targets, wrt, grad_ys=upstream)
         return tape.gradient(targets, wrt, output_gradients=upstream)
@@ -318,14 +287,12 @@ class Run:
         return gaps
 
     def reported_by(self, sample: Sample) -> str:
-        """The first check of ``TABLE`` that reports ``sample`` (fn cannot build or run its ops
-        on it), which the other checks leave out; '' if none does."""
+        """The first check that reports ``sample``, which the others leave out ('' if none)."""
         return next((check.name for check in self.reporters if check.reports(self, sample)), "")
 
     @functools.cached_property
     def left_out(self) -> str:
-        """What the checks say of the samples that fn builds its ops on but that they leave out
-        ('' if none), with the check that reports each."""
+        """What the checks say of the samples fn builds its ops on but leaves out ('' if none)."""
         built = [s for s in self.samples if not isinstance(self.trace(s), Exception)]
         found = {check.name: [str(s) for s in built if self.reported_by(s) == check.name]
                  for check in self.reporters}
@@ -344,26 +311,21 @@ class Run:
         return _fresh_process.loaded_op_libraries(self.op_types)
 
     def traceable(self, sample: Sample) -> str | None:
-        """The first of ``UNKNOWN`` that fn can be traced for (the sample's shapes, unless the
-        shape function refuses them); None if none."""
+        """The first of ``UNKNOWN`` that fn can be traced for; None if none."""
         return next((u for u in UNKNOWN if not isinstance(self.trace(sample, u), Exception)), None)
 
     @functools.cache  # noqa: B019
-    def xla_types(self, device: str) -> set[str]:
-        """The dtypes XLA compiles on ``device``: those of its kernel for a function's arguments,
-        which XLA registers when the process makes its first eager tensor."""
-        tf.constant(0)
-        jit = f"XLA_{device.split(':')[0]}_JIT"
-        return {tf.as_dtype(t).name for k in _compat.registered_kernels("_Arg")
-                if k.device_type == jit for c in k.constraint for t in c.allowed_values.list.type}
-
     def untyped(self, sample: Sample, device: str) -> set[str]:
         """The dtypes of the sample's inputs and of fn's outputs (as traced) that XLA has no
-        type for on ``device``: jit_compile is not tried there."""
+        type for on ``device``: jit_compile is not tried there. XLA's types are those of its
+        kernel for a function's arguments, which it registers at the process's first tensor."""
+        tf.constant(0)
         unknown = self.traceable(sample)
         outputs = [] if unknown is None else self.trace(sample, unknown)[1]  # type: ignore[index]
-        dtypes = {d.name for d in [*sample.dtypes, *(t.dtype for t in outputs)]}
-        return dtypes - self.xla_types(device)
+        jit = f"XLA_{device.split(':')[0]}_JIT"
+        xla = {tf.as_dtype(t).name for k in _compat.registered_kernels("_Arg")
+               if k.device_type == jit for c in k.constraint for t in c.allowed_values.list.type}
+        return {d.name for d in [*sample.dtypes, *(t.dtype for t in outputs)]} - xla
 
 
 # --- comparing values, telling errors, reading the registries ----------------------------
@@ -410,10 +372,6 @@ def listed(problems: Sequence[str], shown: int = SHOWN) -> str:
     problems = list(dict.fromkeys(problems))
     more = f"; and {len(problems) - shown} more" if len(problems) > shown else ""
     return "; ".join(problems[:shown]) + more
-
-
-def shape_text(shape: tf.TensorShape) -> str:
-    return " of unknown rank" if shape.rank is None else str(shape.as_list()).replace("None", "?")
 
 
 def differentiable(dtype: tf.DType) -> bool:
