@@ -23,7 +23,7 @@ from tensorflow.python.framework import op_def_registry as _op_def_registry
 from tensorflow.python.framework import ops as _ops
 from tensorflow.python.ops.parallel_for import pfor as _pfor
 from tensorflow.python.saved_model import fingerprinting_utils as _fingerprinting_utils
-from tensorflow.python.util import _pywrap_utils
+from tensorflow.python.util import _pywrap_kernel_registry, _pywrap_utils
 
 stop_recording = _record.stop_recording
 
@@ -104,6 +104,15 @@ def buffer_address(tensor) -> int:
 def registered_kernels(op_type: str) -> list:
     """The KernelDefs registered for ``op_type``, on every device type."""
     return list(_kernels.get_registered_kernels_for_op(op_type).kernel)
+
+
+def has_kernel(node_def, device_type: str) -> bool:
+    """Whether a kernel registered on ``device_type`` (or ``DEFAULT``) admits ``node_def``, its
+    label and type constraints, as TensorFlow finds one to run it."""
+    placed = type(node_def)()
+    placed.CopyFrom(node_def)
+    placed.device = f"/device:{device_type}:0"
+    return bool(_pywrap_kernel_registry.TryFindKernelClass(placed.SerializeToString()))
 
 
 def dtensor_device_exists() -> bool:

@@ -278,8 +278,7 @@ class Run:
         gaps: dict[int, list[tuple[str, str, str]]] = {}
         for index, nodes in self.nodes.items():
             for node, kind in itertools.product(nodes, self.kinds):
-                if not any(kernel.device_type in (kind, "DEFAULT") and _kernel_runs(kernel, node)
-                           for kernel in _compat.registered_kernels(node.op)):
+                if not _compat.has_kernel(node, kind):
                     types = [tf.as_dtype(value.type).name for value in node.attr.values()
                              if value.WhichOneof("value") == "type"]
                     gaps.setdefault(index, []).append(
@@ -404,19 +403,6 @@ def difference(expected: Any, actual: Any, rtol=0.0, atol=0.0, bits=True) -> str
         return ""
     at = tuple(int(i) for i in np.argwhere(~np.asarray(same))[0])
     return f"at {list(at)} {got[at]!r}, expected {want[at]!r}"
-
-
-def _kernel_runs(kernel: Any, node: Any) -> bool:
-    """Whether a KernelDef's label and type constraints admit a NodeDef."""
-    if kernel.label and node.attr["_kernel"].s.decode() != kernel.label:
-        return False
-    for constraint in kernel.constraint:
-        allowed, value = set(constraint.allowed_values.list.type), node.attr[constraint.name]
-        kind = value.WhichOneof("value")
-        if (kind == "type" and value.type not in allowed) or (
-                kind == "list" and not allowed.issuperset(value.list.type)):
-            return False
-    return True
 
 
 def _arg_types(node: Any, args: str) -> list[tf.DType]:
