@@ -5,6 +5,7 @@
     python -m tf_stopgrad bench [--quick] [--rounds N] [--plot FILE.png] [--markdown FILE.md]
                                 [--wheel WHEEL] [--variables-mb N]
     python -m tf_stopgrad export SRC DST [--inference]
+    python -m tf_stopgrad opcheck LIBRARY [OP ...] [--checks CHECK ...] [--junit FILE]
     python -m tf_stopgrad --cmake-dir          where find_package(tf_stopgrad CONFIG) looks
 
 TensorFlow's C++ log lines are hidden unless --tf-logs is given (anywhere on the line) or
@@ -191,6 +192,14 @@ def main(argv: list[str] | None = None) -> int:
         "TensorFlow's built-in StopGradient and PreventGradient, so that it runs where "
         "tf_stopgrad is not installed (tf.saved_model.load, the C API, TFLite, saved_model_cli).",
     )
+    commands.add_parser(
+        "opcheck",
+        help="check each op of an op library, on samples derived from its OpDefs",
+        description="opcheck on each op of LIBRARY (an op library's file, or a module), or on "
+        "each OP: python -m tf_stopgrad opcheck LIBRARY [OP ...] [--checks CHECK ...] [--junit "
+        "FILE]. Exit 1 if a check fails.",
+        add_help=False,
+    )
     export_parser.add_argument("src", metavar="SRC", help="the SavedModel directory to read")
     export_parser.add_argument("dst", metavar="DST", help="a new or empty directory to write")
     export_parser.add_argument(
@@ -213,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
         from tf_stopgrad.benchmarks import bench
 
         return bench.main(rest)
+    if args.command == "opcheck":
+        from tf_stopgrad.testing import _library
+
+        return _library.main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "export":

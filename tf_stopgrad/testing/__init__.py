@@ -24,26 +24,33 @@ from ._checks import CHECKS, IN_PROCESS, TABLE, Check
 from ._run import Run, Verdict, as_bits, told
 
 __all__ = ["CHECKS", "IN_PROCESS", "TABLE", "CheckResult", "OpcheckResults", "as_bits",
-           "assert_opcheck", "opcheck"]
+           "assert_opcheck", "library_tests", "opcheck", "opcheck_library"]
 
 
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
     """One check's verdict: ``status`` is ``ok``, ``skipped`` or ``failed``; ``reason`` says why,
     with the first of its ``problems``, which lists every one; ``traceback``, where the check
-    itself raised, says where."""
+    itself raised, says where; ``commands`` (opcheck_library's) reproduce each problem."""
 
     status: str
     reason: str
     traceback: str = dataclasses.field(default="", repr=False)
     problems: tuple[str, ...] = dataclasses.field(default=(), repr=False)
+    commands: tuple[str, ...] = dataclasses.field(default=(), repr=False)
 
     def __str__(self) -> str:
         return f"{self.status}: {self.reason}"
 
 
 class OpcheckResults(dict):
-    """Each check's name, mapped to its :class:`CheckResult`."""
+    """Each check's name, mapped to its :class:`CheckResult`; ``samples``, each sample by its
+    index (edge samples too), and ``screened``, what the fresh process found; from
+    opcheck_library, how many samples it ``derived``, the shape function ``accepted``, ``ran``."""
+
+    samples: dict[int, Any]
+    screened: Any
+    derived = accepted = ran = 0
 
     def failures(self) -> dict[str, CheckResult]:
         return {name: result for name, result in self.items() if result.status == "failed"}
@@ -103,6 +110,7 @@ def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *,
     if any(check.fresh_process for check in run.checks):
         run.run_fresh_process()  # first: the checks leave out what crashes it
     results = OpcheckResults()
+    results.samples, results.screened = {s.index: s for s in run.samples + run.edges}, run.screen
     tf.get_logger().addFilter(_not_told_by_a_check)
     try:
         for check in run.checks:
@@ -171,3 +179,6 @@ def _checked_library(library: Any) -> list[str] | None:
     raise ValueError(f"opcheck: library {str(library)!r} is neither an op library file nor a "
                      "module that can be imported: give the path tf.load_op_library takes, or a "
                      "module name such as 'tensorflow_text'")
+
+
+from ._library import library_tests, opcheck_library  # noqa: E402 (it calls opcheck)

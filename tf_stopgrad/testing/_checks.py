@@ -166,10 +166,9 @@ def _check_edges(run: Run) -> str:
             continue
         eager, again, third = (outputs.get((sample.index, how)) for how in (
             "eagerly", "eagerly again", "eagerly a third time"))
+        failing += eager is None or isinstance(eager, str)
         if eager is None:  # fn cannot be traced for it, whatever its shapes: a clean error
-            failing += 1
             continue
-        failing += isinstance(eager, str)
         if isinstance(eager, list) and isinstance(again, list) and not run.varies:
             differ = [(i, text) for i, (one, other) in enumerate(zip(eager, again))
                       if (text := difference(one, other))]
@@ -184,10 +183,10 @@ def _check_edges(run: Run) -> str:
                                     "vary, though the op is declared stateless")
             if differ:
                 continue  # its values are not the kernel's to compare in other ways
-        if isinstance(run.trace(sample), Exception):
-            continue  # a graph refuses it, as the shape function does: a clean error (shape_fn)
-        if run.shape_problems(sample)[0]:
-            contradicted += 1  # a graph computes with the wrong shapes: shape_fn fails
+        # A graph refuses it, as the shape function does (a clean error), or computes with
+        # shapes that the kernel's contradict (shape_fn fails): compared eagerly only.
+        if isinstance(run.trace(sample), Exception) or run.shape_problems(sample)[0]:
+            contradicted += not isinstance(run.trace(sample), Exception)
             continue
         for how in ("in tf.function", "with jit_compile"):
             found, on_base = (outputs.get((i, how)) for i in (sample.index, sample.base))

@@ -1,14 +1,11 @@
 """opcheck's fresh process, run by path: ``python _child.py DIRECTORY LIBRARY... -- OP_TYPE...``.
 
-It imports TensorFlow and each LIBRARY (``path:FILE`` or ``module:NAME``), never tf_stopgrad,
-whose op library would make saved_model's "TensorFlow alone lacks" wrong; notes which OP_TYPES
-TensorFlow alone lacks, and raises if the libraries leave one unregistered; then loads the
-SavedModel in DIRECTORY and calls it on each sample in DIRECTORY/inputs/NNNN-WAYS, as WAYS
-(below) says: eagerly three times, with glibc filling memory with one byte, another, then the
-first again (M_PERTURB); in tf.function; with jit_compile. Its inputs are made as TensorFlow's ops
-make them, an empty one with no buffer. It notes each call in DIRECTORY/progress before it makes
-it, so a crash leaves the call that ended it there, and writes what each call gave to
-DIRECTORY/outputs/WAY/NNNN (.error for an error), as lists of TensorProtos, which need no kernel.
+It imports TensorFlow and each LIBRARY (``path:FILE`` or ``module:NAME``), never tf_stopgrad (its
+op library would hide what TensorFlow alone lacks, which it notes in DIRECTORY/unregistered), then
+calls the SavedModel in DIRECTORY on each DIRECTORY/inputs/NNNN-WAYS, in the WAYS below, on inputs
+made as TensorFlow's ops make them. Before each call it notes it in DIRECTORY/progress, so a crash
+leaves there the call that ended it; what each gives goes to DIRECTORY/outputs/WAY/NNNN (.error
+for an error) as a list of TensorProtos, which need no kernel.
 """
 
 import contextlib

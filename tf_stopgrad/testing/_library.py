@@ -1,0 +1,448 @@
+"""``opcheck_library``: every op of an op library checked, on samples derived from its OpDef and
+its shape function, none written by hand (docs/opcheck.md, "A whole library"). Each op is
+checked in a process of its own (``_check_apart``), which derives the samples and runs opcheck:
+a shape function that crashes while it is asked ends that process, not this one."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import itertools
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from .. import _compat
+from . import CHECKS, CheckResult, OpcheckResults, opcheck
+
+# Ways are compared within these on derived inputs, whose rounding may differ rightly.
+RTOL, ATOL = 1e-2, 1e-3
+RANKS, SIZES = range(5), (2, 3, 4, 1)  # asked of the shape function, in this order
+COMMON = (tf.float32, tf.float64, tf.int32, tf.int64, tf.string)  # for a type attr left open
+ATTRS = 4  # opcheck calls per op at the most: the attributes' first values, then others
+TIMEOUT_S = 900
+MARKS = {"ok": "✓", "failed": "✗", "skipped": "-"}
+# What shows a problem, by its words: Python that calls F, the op, on x, its inputs.
+SHOWS = (
+    ("the shape function says", "print(tf.function(F).get_concrete_function(*[tf.TensorSpec("
+     "t.shape, t.dtype) for t in x]).output_shapes, [t.shape for t in tf.nest.flatten(F(*x))])"),
+    ("gradient", "def G(*x):\n  with tf.GradientTape() as tape:\n    tape.watch(x)\n    y = F(*x)"
+     "\n  return tape.gradient(y, [t for t in x if t.dtype.is_floating])\n"
+     "print(G(*x)); print(tf.function(G)(*x))"),
+    ("vectorized_map", "print(tf.vectorized_map(lambda e: F(*e), [tf.stack([t, t]) for t in x], "
+     "fallback_to_while_loop=False))"),
+    ("unknown batch dimension", "tf.function(F, input_signature=[tf.TensorSpec([None, *t.shape["
+     "1:]], t.dtype) for t in x]).get_concrete_function()"),
+    ("changed its input", "y = [t.numpy() for t in x]; F(*x); print([np.array_equal(a, t.numpy())"
+     " for a, t in zip(y, x)])"),
+    ("with jit_compile", "print(F(*x)); print(tf.function(F, jit_compile=True)(*x))"),
+    ("eagerly only", "print(F(*x))"),
+    ("in tf.function", "print(F(*x)); print(tf.function(F)(*x))"),
+    ("", "print(F(*x)); print(F(*x)); print(F(*x))"),
+)
+PERTURBED = "GLIBC_TUNABLES=glibc.malloc.tcache_count=0 MALLOC_PERTURB_"
+
+
+class _Unsampled(Exception):
+    """Why samples cannot be derived for an op: its checks are skipped, saying so."""
+
+
+def opcheck_library(library: Any, *, ops: Sequence[str] | None = None,
+                    checks: Sequence[str] | None = None,
+                    progress: Callable[[str], None] | None = None) -> dict[str, OpcheckResults]:
+    """Checks each op that ``library`` registers (or those named in ``ops``) on samples derived
+    from its OpDef and shape function: opcheck's results for each op type, which say how many
+    samples were derived (``derived``), how many the shape function accepted (``accepted``) and
+    how many ran without an error (``ran``), and give for each failed check ``commands`` that
+    reproduce its problems without opcheck. ``library`` is what opcheck's ``library`` takes;
+    ``progress`` is called with a line as each op ends."""
+    paths, modules = _op_libraries(library)
+    found = {op: path for path in paths for op in _compat.op_library_ops(path)}
+    if unknown := sorted(set(ops or ()) - set(found)):
+        raise ValueError(f"opcheck_library: {library!r} registers no {', '.join(unknown)}; it "
+                         f"registers {', '.join(sorted(found))}")
+    names = sorted(ops or found)
+    results = {}
+    for number, op_type in enumerate(names, 1):
+        start = time.perf_counter()
+        results[op_type] = _check_apart({"path": found[op_type], "op_type": op_type,
+                                          "modules": modules, "checks": list(checks or CHECKS)})
+        if progress:
+            progress(f"{number}/{len(names)} {op_type}: {time.perf_counter() - start:.1f} s")
+    return results
+
+
+def library_tests(library: Any, *, ops: Sequence[str] | None = None,
+                  checks: Sequence[str] | None = None) -> Callable[[str], None]:
+    """A pytest test for each op of ``library``, its op type in the test's id: in a test file,
+    ``test_my_ops = library_tests("build/libmy_ops.so")``."""
+    import pytest
+
+    found = sorted(op for path in _op_libraries(library)[0] for op in _compat.op_library_ops(path))
+
+    @pytest.mark.parametrize("op_type", [op for op in found if ops is None or op in ops])
+    def test_op(op_type: str) -> None:
+        results = opcheck_library(library, ops=[op_type], checks=checks)[op_type]
+        if all(result.status == "skipped" for result in results.values()):
+            pytest.skip(next(iter(results.values())).reason)
+        if failures := results.failures():
+            raise AssertionError("\n".join(_told(op_type, failures)))
+
+    return test_op
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m tf_stopgrad opcheck LIBRARY [OP ...] [--checks ...] [--junit FILE]``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tf_stopgrad opcheck", description="Check each op of an op library (or "
+        "each OP) on samples derived from its OpDef and shape function; exit 1 if one fails.")
+    parser.add_argument("library", help="an op library's file, or a module whose ops to check")
+    parser.add_argument("ops", nargs="*", metavar="OP", help="op types, all by default")
+    parser.add_argument("--checks", nargs="+", choices=CHECKS, help="all by default")
+    parser.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
+    args = parser.parse_args(argv)
+    try:
+        results = opcheck_library(args.library, ops=args.ops or None, checks=args.checks,
+                                  progress=lambda line: print(line, flush=True))
+    except (ValueError, ImportError, OSError, tf.errors.OpError) as error:
+        parser.error(str(error))
+    checks, width = args.checks or CHECKS, max(map(len, results))
+    print(f"\n{'op':{width}}  derived accepted ran  {'  '.join(checks)}")
+    for op, result in results.items():
+        marks = "  ".join(f"{MARKS[result[check].status]:{len(check)}}" for check in checks)
+        print(f"{op:{width}}  {result.derived:7} {result.accepted:8} {result.ran:3}  {marks}")
+    print(", ".join(f"{mark} {status}" for status, mark in MARKS.items()))
+    for op, result in results.items():
+        if failures := result.failures():
+            print("\n" + "\n".join(_told(op, failures)))
+    if args.junit:
+        _write_junit(args.junit, args.library, results)
+    return 1 if any(result.failures() for result in results.values()) else 0
+
+
+def _told(op_type: str, failures: dict[str, CheckResult]) -> list[str]:
+    """Each failed check of an op: every problem, and the commands that reproduce them."""
+    lines = []
+    for name, result in failures.items():
+        lines.append(f"{op_type}: {name} failed:")
+        for problem, command in itertools.zip_longest(result.problems, result.commands):
+            lines += [f"  - {problem}"] + [f"    $ {command}"] * bool(command)
+    return lines
+
+
+def _write_junit(path: str, library: str, results: dict[str, OpcheckResults]) -> None:
+    suite = ElementTree.Element("testsuite", name=f"opcheck {library}", tests=str(len(results)),
+                                failures=str(sum(bool(r.failures()) for r in results.values())))
+    for op, result in results.items():
+        case = ElementTree.SubElement(suite, "testcase", classname="opcheck", name=op)
+        if failures := result.failures():
+            ElementTree.SubElement(case, "failure", message=", ".join(failures)).text = \
+                "\n".join(_told(op, failures))
+        elif all(check.status == "skipped" for check in result.values()):
+            ElementTree.SubElement(case, "skipped", message=next(iter(result.values())).reason)
+    ElementTree.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def _op_libraries(library: Any) -> tuple[list[str], list[str]]:
+    """The op library files of ``library`` (a path; a module's, the .so files in its package
+    that name TensorFlow's framework library; or a list of those), and its modules, whose
+    import registers what the ops' Python holds (gradients, pfor converters)."""
+    if isinstance(library, (list, tuple)):
+        paths, modules = zip(*map(_op_libraries, library)) if library else ((), ())
+        return [p for each in paths for p in each], [m for each in modules for m in each]
+    if Path(library).is_file():
+        return [str(Path(library).resolve())], []
+    package = Path(importlib.import_module(library).__file__ or "").parent
+    return [str(path) for path in sorted(package.rglob("*.so"))
+            if b"libtensorflow_framework" in path.read_bytes()], [library]
+
+
+def _check_apart(spec: dict[str, Any]) -> OpcheckResults:
+    """An op's results, from a process of its own; if that ends otherwise, one that says how."""
+    op_type, checks = spec["op_type"], spec["checks"]
+    with tempfile.TemporaryDirectory(prefix="opcheck-library-") as directory:
+        out = Path(directory, "results.json")
+        code = "import sys; from tf_stopgrad.testing import _library; _library._check(sys.argv[1])"
+        try:
+            spec["out"] = str(out)
+            ran = subprocess.run([sys.executable, "-c", code, json.dumps(spec)],
+                                 capture_output=True, text=True, timeout=TIMEOUT_S,
+                                 env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+            ended = f"with {signal.Signals(-ran.returncode).name}" if ran.returncode < 0 else \
+                f"with exit status {ran.returncode}: {ran.stderr[-300:]}" if ran.returncode else ""
+        except subprocess.TimeoutExpired:
+            ended = f"without finishing within {TIMEOUT_S} s"
+        if not ended:
+            return _merged(json.loads(out.read_text()), checks)
+        stage = Path(directory, "stage")
+        reason = f"opcheck's process for {op_type} ended {ended} while " + (
+            stage.read_text() if stage.exists() else "it started")
+        found = OpcheckResults({check: CheckResult("skipped", f"see crash: {reason}")
+                                for check in checks})
+        found["crash"] = CheckResult("failed", reason, problems=(reason,))
+        found.derived = found.accepted = found.ran = 0
+        return found
+
+
+def _merged(found: dict[str, Any], checks: list[str]) -> OpcheckResults:
+    """An op's results from opcheck's with each set of attributes: a check fails where it fails
+    with any, its problems named by their attributes where there are several."""
+    merged, calls = OpcheckResults(), found["calls"]
+    merged.derived, merged.accepted, merged.ran = found["derived"], found["accepted"], found["ran"]
+    for name in checks:
+        if not calls:
+            merged[name] = CheckResult("skipped", found["skipped"])
+            continue
+        each = [(call["attrs"], CheckResult(**{**result, "problems": tuple(result["problems"]),
+                                                   "commands": tuple(result["commands"])}))
+                for call in calls for result in [call["results"][name]]]
+        if not (failed := [(attrs, r) for attrs, r in each if r.status == "failed"]):
+            merged[name] = next((r for _, r in each if r.status == "ok"), each[0][1])
+            continue
+        named = [(f"with {attrs}: " if len(calls) > 1 else "", r) for attrs, r in failed]
+        merged[name] = CheckResult(
+            "failed", "; ".join(say + r.reason for say, r in named),
+            problems=tuple(say + problem for say, r in named for problem in r.problems),
+            commands=tuple(command for _, r in named for command in r.commands))
+    return merged
+
+
+# --- in the op's own process --------------------------------------------------------------
+def _check(spec: str) -> None:
+    """Derives the samples of an op (``spec``: its op type, library path and modules, the checks
+    and where to write) and checks it with each set of attributes; the results go to ``out`` as
+    JSON, and what it does, before each step, to a file beside it."""
+    path, op_type, out, modules, checks = map(json.loads(spec).get, (
+        "path", "op_type", "out", "modules", "checks"))
+    stage = Path(out).with_name("stage")
+    for name in modules:
+        importlib.import_module(name)
+    module, op_def = tf.load_op_library(path), _compat.registered_op_def(op_type)
+    simple = re.sub(r"[^a-z0-9]", "", op_type.lower())
+    name = next(n for n in dir(module) if n.islower() and n.replace("_", "") == simple)
+    found: dict[str, Any] = {"calls": [], "derived": 0, "accepted": 0, "ran": 0, "skipped": ""}
+    try:
+        variants = _attribute_variants(op_def)
+        dtypes = _dtype_variants(op_def)
+    except _Unsampled as why:
+        variants, found["skipped"] = [], str(why)
+    for attrs in variants:
+        stage.write_text(f"asking its shape function, with {attrs}")
+        fn = _call(op_def, getattr(module, name), attrs)
+        samples, derived = _derived_samples(fn, dtypes)
+        found["derived"] += derived
+        found["accepted"] += len(samples)
+        if not samples:
+            continue
+        stage.write_text(f"checking it, with {attrs}, on {len(samples)} derived samples")
+        results = opcheck(fn, samples, library=[*modules, path], checks=checks, rtol=RTOL,
+                          atol=ATOL)
+        outputs = results.screened.outputs
+        found["ran"] += sum(isinstance(outputs.get((i, "eagerly")), list) for i in range(len(
+            samples)))
+        op = "".join(f"import {m}; " for m in modules) + f"tf.load_op_library({_py(path)}).{name}"
+        found["calls"].append({"attrs": attrs, "results": {check: {
+            "status": r.status, "reason": r.reason, "problems": r.problems, "commands": [
+                _command(op_def, op, attrs, results.samples, problem) for problem in r.problems]}
+            for check, r in results.items()}})
+    if variants and not found["calls"]:
+        found["skipped"] = f"its shape function accepts none of {found['derived']} samples"
+    Path(out).write_text(json.dumps(found))
+
+
+def _attribute_variants(op_def: Any) -> list[dict[str, Any]]:
+    """Values of the attributes that the inputs do not set: each one's default, else its first
+    allowed value, an integer's minimum (or 0), False; then, one attribute at a time, its other
+    allowed values, an integer's next, True."""
+    inferred = {name for arg in op_def.input_arg
+                for name in (arg.type_attr, arg.number_attr, arg.type_list_attr)}
+    choices: dict[str, list[Any]] = {}
+    for attr in (a for a in op_def.attr if a.name not in inferred):
+        if attr.HasField("default_value"):
+            choices[attr.name] = [_attribute(attr.default_value)]
+        elif "func" in attr.type or attr.type == "tensor":
+            raise _Unsampled(f"attribute {attr.name} is a {attr.type}, which derived samples "
+                             "cannot give")
+        elif attr.type in ("type", "list(type)"):
+            types = [t.name for t in _allowed(attr)]
+            choices[attr.name] = [[t] * max(attr.minimum, 1) if "list" in attr.type else t
+                                  for t in types]
+        elif attr.type == "string" and attr.allowed_values.list.s:
+            choices[attr.name] = [s.decode() for s in attr.allowed_values.list.s]
+        else:
+            first = attr.minimum if attr.has_minimum else 0
+            plain: dict[str, list[Any]] = {"int": [first, first + 1], "bool": [False, True],
+                                           "float": [0.5], "string": [""], "shape": [[2]]}
+            choices[attr.name] = plain.get(attr.type, [[max(first, 1)] * max(first, 1)])
+    base = {name: values[0] for name, values in choices.items()}
+    others = [{**base, name: value} for name, values in choices.items() for value in values[1:]]
+    return [base, *others][:ATTRS]
+
+
+def _dtype_variants(op_def: Any) -> list[list[tf.DType]]:
+    """The inputs' dtypes: each type attribute's allowed dtypes in turn, the others at their
+    first; then a list input (N * T) one longer than N's minimum."""
+    attrs = {attr.name: attr for attr in op_def.attr}
+    allowed = {arg.type_attr: _allowed(attrs[arg.type_attr])
+               for arg in op_def.input_arg if arg.type_attr}
+    chosen = [{**{a: types[0] for a, types in allowed.items()}, a: t}
+              for a, types in allowed.items() for t in types] or [{}]
+    lengths = [0] + [1] * any(arg.number_attr for arg in op_def.input_arg)
+    variants = []
+    for types, more in [(types, 0) for types in chosen] + [(chosen[0], 1)] * lengths[-1]:
+        dtypes = []
+        for arg in op_def.input_arg:
+            count = attrs[arg.number_attr or arg.type_list_attr].minimum if (
+                arg.number_attr or arg.type_list_attr) else 1
+            count = max(count, 1) + more * bool(arg.number_attr)
+            dtype = _allowed(attrs[arg.type_list_attr])[0] if arg.type_list_attr else \
+                tf.as_dtype(arg.type) if arg.type else types[arg.type_attr]
+            dtypes += [dtype] * count
+        if {tf.resource, tf.variant} & set(dtypes):
+            raise _Unsampled("an input is a resource or a variant, which derived samples "
+                             "cannot make")
+        variants.append(dtypes)
+    return variants
+
+
+def _derived_samples(fn: Callable[..., Any], variants: list[list[tf.DType]]) -> tuple[list, int]:
+    """A sample of each dtype variant, at the ranks and sizes the shape function accepts, and
+    of the first at its inputs' next ranks too; and how many were derived, refused ones too."""
+    rng, samples, derived = np.random.default_rng(0), [], 0
+    for number, dtypes in enumerate(variants):
+        for ranks in itertools.islice(_ranks(fn, dtypes), 1 if number else 2):
+            derived += 1
+            if (shapes := _sizes(fn, dtypes, ranks)) is not None:
+                samples.append(tuple(_values(rng, d, s) for d, s in zip(dtypes, shapes)))
+    return samples, max(derived, 1)
+
+
+def _ranks(fn: Callable[..., Any], dtypes: list[tf.DType]):
+    """Ranks of the inputs: the first each accepts (the others of unknown shape), 1 or more
+    unless it takes only a scalar; then each one's next."""
+    accepted = [sorted((r for r in RANKS if _accepts(fn, dtypes, {i: [None] * r})),
+                       key=lambda r: (r == 0, r)) for i in range(len(dtypes))]
+    for k in range(2):
+        if all(len(ranks) > k for ranks in accepted):
+            yield [ranks[k] for ranks in accepted]
+
+
+def _sizes(fn: Callable[..., Any], dtypes: list[tf.DType], ranks: list[int]):
+    """Each dimension's first size of ``SIZES`` that the shape function accepts, fixed one by
+    one; None if it refuses every size of one."""
+    shapes: dict[int, list] = {i: [None] * rank for i, rank in enumerate(ranks)}
+    for i, axis in ((i, axis) for i, rank in enumerate(ranks) for axis in range(rank)):
+        for size in SIZES:
+            shapes[i][axis] = size
+            if _accepts(fn, dtypes, shapes):
+                break
+        else:
+            return None
+    return [shapes[i] for i in range(len(ranks))] if _accepts(fn, dtypes, shapes) else None
+
+
+def _accepts(fn: Callable[..., Any], dtypes: list[tf.DType], shapes: dict[int, list]) -> bool:
+    """Whether the op builds in a graph on inputs of ``shapes`` (the others of unknown shape)."""
+    with tf.Graph().as_default():
+        try:
+            fn(*(tf.compat.v1.placeholder(d, shapes.get(i)) for i, d in enumerate(dtypes)))
+            return True
+        except (ValueError, TypeError, tf.errors.OpError):
+            return False
+
+
+def _values(rng: np.random.Generator, dtype: tf.DType, shape: list[int]) -> np.ndarray:
+    """Floats from a normal distribution; integers 0 and 1, within every size; short strings."""
+    if dtype == tf.string:
+        return rng.choice(np.array([b"ab", b"xyz", b"hello world"], object), shape)
+    if dtype.is_floating or dtype.is_complex:
+        values = rng.standard_normal(shape) + (1j * rng.standard_normal(shape)
+                                              if dtype.is_complex else 0)
+        return np.asarray(values).astype(dtype.as_numpy_dtype)
+    return rng.integers(0, 2, shape).astype(dtype.as_numpy_dtype)
+
+
+def _call(op_def: Any, wrapper: Callable[..., Any], attrs: dict[str, Any]) -> Callable[..., Any]:
+    """The op with ``attrs``, as a function of its inputs flat (a list input's one by one)."""
+    def fn(*flat: Any) -> Any:
+        return wrapper(*(flat[at] if isinstance(at, int) else list(flat[at])
+                         for at in _grouping(op_def, len(flat))), **attrs)
+    return fn
+
+
+def _grouping(op_def: Any, count: int) -> list[int | slice]:
+    """Where each input argument's tensors are among ``count`` flat ones: a list input's share
+    alike what the others leave."""
+    lists = [bool(arg.number_attr or arg.type_list_attr) for arg in op_def.input_arg]
+    length = (count - lists.count(False)) // max(lists.count(True), 1)
+    places, at = [], 0
+    for is_list in lists:
+        places.append(slice(at, at + length) if is_list else at)
+        at += length if is_list else 1
+    return places
+
+
+def _command(op_def: Any, op: str, attrs: dict[str, Any], samples: dict[int, Any],
+             problem: str) -> str:
+    """A shell command that shows ``problem`` without opcheck: the op on the sample it names."""
+    found = re.search(r"\b(?:edge )?sample (\d+) \(", problem)
+    sample = samples[int(found[1])] if found else next(
+        (s for s in samples.values() if all(d.name in problem for d in s.dtypes)), samples[0])
+    inputs = ", ".join(_tensor_source(a, d) for a, d in zip(sample.arrays, sample.dtypes))
+    args = [f"x[{at}]" if isinstance(at, int) else f"x[{at.start}:{at.stop}]"
+            for at in _grouping(op_def, len(sample.arrays))]
+    args += [f"{key}={_py(value)}" for key, value in attrs.items()]
+    shows = next(shows for words, shows in SHOWS if words in problem)
+    script = f"import numpy as np, tensorflow as tf\nop = {op}\nx = [{inputs}]\n" \
+             f"F = lambda *x: op({', '.join(args)})\n{shows}"
+    if "memory no one wrote" in problem or "outputs vary" in problem:
+        return f"for p in 90 165 90; do {PERTURBED}=$p python -c {shlex.quote(script)}; done"
+    return f"python -c {shlex.quote(script)}"
+
+
+def _tensor_source(array: np.ndarray, dtype: tf.DType) -> str:
+    """Python that makes a sample's tensor as the fresh process does, an empty one unbuffered."""
+    shape, name = list(array.shape), f"tf.{dtype.name}"
+    if not array.size:
+        return f"tf.zeros({shape}, {name})"
+    if dtype == tf.string:
+        return f"tf.constant(np.array({_py(array.reshape(-1).tolist())}, object).reshape({shape}))"
+    return f"tf.constant(np.frombuffer(bytes.fromhex({_py(array.tobytes().hex())}), " \
+           f"{name}.as_numpy_dtype).reshape({shape}), {name})"
+
+
+def _py(value: Any) -> str:
+    """Python source of ``value``, its strings in double quotes, for a shell's single ones."""
+    if isinstance(value, list):
+        return f"[{', '.join(map(_py, value))}]"
+    return json.dumps(value) if isinstance(value, str) else repr(value).replace("'", '"')
+
+
+def _allowed(attr: Any) -> list[tf.DType]:
+    return [tf.as_dtype(t) for t in attr.allowed_values.list.type] or list(COMMON)
+
+
+def _attribute(value: Any) -> Any:
+    """An AttrValue as a wrapper takes it: a type by its name."""
+    kind = value.WhichOneof("value")
+    if kind == "list":
+        kind = next((k for k in ("s", "i", "f", "b", "type", "shape") if getattr(value.list, k)),
+                    "i")
+        return [_attribute(type(value)(**{kind: v})) for v in getattr(value.list, kind)]
+    if kind == "shape":
+        return None if value.shape.unknown_rank else [d.size for d in value.shape.dim]
+    return tf.as_dtype(value.type).name if kind == "type" else \
+        value.s.decode() if kind == "s" else getattr(value, kind)
