@@ -1,12 +1,16 @@
 """opcheck: it fails an op built wrong on purpose on that op's check and no other, passes
 TensorFlow's own ops and tf_stopgrad's, and refuses bad arguments before running anything."""
 
-import contextlib
 import functools
+import importlib
+import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
@@ -21,12 +25,18 @@ from support import (
     sample,
     special_tensor,
 )
-from tensorflow.python.ops.parallel_for import pfor
 
 import tf_stopgrad
 from tf_stopgrad import _compat, testing
 from tf_stopgrad._cmake_package import cmake_dir
-from tf_stopgrad.testing import CHECKS, OpcheckResults, assert_opcheck, opcheck
+from tf_stopgrad.testing import (
+    CHECKS,
+    OpcheckResults,
+    assert_opcheck,
+    library_tests,
+    opcheck,
+    opcheck_library,
+)
 
 RNG = np.random.default_rng(7)
 FLOAT_SAMPLES = [(RNG.standard_normal([2, 3]).astype(np.float32),),
@@ -84,34 +94,22 @@ SAYS = {
 }  # fmt: skip
 
 
-def differs_in_graph(_, grad):
-    return grad * (1.0 if tf.executing_eagerly() else 2.0)
-
-
 @pytest.fixture(scope="module")
 def broken_ops(tmp_path_factory):
     """tests/opcheck_ops built as an op author builds a library, with tf_stopgrad's CMake
-    package; loaded, with an identity gradient and a pfor converter for every op but the two
-    that must lack one."""
+    package, beside its Python (opcheck_ops.py, which registers the gradients and pfor
+    converters), imported; its directory is on PYTHONPATH for processes that import it."""
     build = tmp_path_factory.mktemp("opcheck_ops")
     for command in (["cmake", "-S", str(REPO_ROOT / "tests" / "opcheck_ops"), "-B", str(build),
                      f"-Dtf_stopgrad_DIR={cmake_dir()}", f"-DPython_EXECUTABLE={sys.executable}"],
                     ["cmake", "--build", str(build)]):  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
-    path = str(build / "libopcheck_ops.so")
-    library = tf.load_op_library(path)
-    for name in BROKEN.keys() | {"opcheck_correct"}:
-        op_type = "Opcheck>" + name[len("opcheck_"):].title().replace("_", "")
-        op = getattr(library, name)
-        if name != "opcheck_no_gradient":
-            with contextlib.suppress(KeyError):  # registered by an earlier test in this process
-                tf.RegisterGradient(op_type)(differs_in_graph if name.endswith("graph") else
-                                             lambda _, grad: grad)
-        if name != "opcheck_no_pfor_converter":
-            tf_stopgrad._compat.register_pfor_converter(
-                op_type, lambda pfor_input, op=op: pfor.wrap(op(pfor_input.stacked_input(0)), True))
-    return library, path
+    shutil.copy(REPO_ROOT / "tests" / "opcheck_ops" / "opcheck_ops.py", build)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(build))
+        patch.setenv("PYTHONPATH", os.pathsep.join([str(build), os.environ.get("PYTHONPATH", "")]))
+        yield importlib.import_module("opcheck_ops").ops, str(build / "libopcheck_ops.so")
 
 
 @pytest.mark.slow
@@ -293,6 +291,83 @@ def test_a_module_whose_import_registers_no_op_is_told_which_library_to_pass(
         "LookupError: loading module:lazy_ops registers no Opcheck>Correct: its import must "
         f"register them; library={[str(Path(path).resolve())]} (loaded here, they registered "
         "them) does")
+
+
+# --- a whole library, given no samples ----------------------------------------------------
+
+# What each op of tests/opcheck_ops must fail, and say, given no samples: the sound one nothing;
+# each crasher edges, naming its signal, and the checks of what its library lacks by design (the
+# Python registers gradients and pfor converters for ops of one input, ops.cc XLA kernels for
+# some); those that derived samples cannot call are skipped.
+NO_XLA, NO_PFOR = "OpKernel for XLA_CPU_JIT devices", "No pfor vectorization defined"
+NO_GRADIENT = "no gradient is registered"
+LIBRARY = {
+    "Opcheck>Correct": {},
+    "Opcheck>ReadsLabelPerRow": {
+        "gradient": NO_GRADIENT, "modes": NO_XLA, "vmap": NO_PFOR,
+        "edges": "int32[0]: sample 0 with input 1 empty in axis 0) ends the process with SIGSEGV "
+                 "eagerly, and in tf.function too"},
+    "Opcheck>DividesByLastAxis": {"edges": "ends the process with SIGFPE eagerly"},
+    "Opcheck>ChecksRequiredRank": {
+        "modes": NO_XLA, "edges": "ends the process with SIGABRT eagerly (Check failed: "
+                                  "context->input(0).dims() == 2 ("},
+    "Opcheck>LeavesTailUnwritten": {
+        "gradient": NO_GRADIENT, "modes": NO_XLA, "vmap": NO_PFOR,
+        "edges": "an output depends on memory no one wrote"},
+    "Opcheck>TakesAFunction": "skipped: attribute f is a func, which derived samples cannot give",
+    "Opcheck>TakesAResource": "skipped: an input is a resource or a variant, which derived "
+                              "samples cannot make",
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.core
+@pytest.mark.compiler
+@needs_cmake
+def test_a_library_given_no_samples_fails_each_crasher_naming_its_signal_and_the_sound_op_not(
+        broken_ops):
+    results = opcheck_library("opcheck_ops", ops=list(LIBRARY))
+
+    for op_type, expected in LIBRARY.items():
+        result = results[op_type]
+        if isinstance(expected, str):
+            assert {str(check) for check in result.values()} == {expected}, str(result)
+            continue
+        assert 0 < result.ran <= result.accepted <= result.derived, op_type
+        assert set(result.failures()) == set(expected), f"{op_type}:\n{result}"
+        for name, words in expected.items():
+            assert words in result[name].reason, result[name].reason
+            assert len(result[name].commands) == len(result[name].problems)
+
+
+@pytest.mark.slow
+@pytest.mark.compiler
+@needs_cmake
+def test_the_command_line_lists_each_op_and_each_failure_with_a_command_that_shows_it(
+        broken_ops, tmp_path):
+    junit = tmp_path / "opcheck.xml"
+    ran = subprocess.run(
+        [sys.executable, "-m", "tf_stopgrad", "opcheck", "opcheck_ops", "Opcheck>Correct",
+         "Opcheck>DividesByLastAxis", "--checks", "crash", "edges", "--junit", str(junit)],
+        capture_output=True, text=True, timeout=600)  # fmt: skip
+
+    assert ran.returncode == 1, ran.stdout + ran.stderr[-3000:]
+    lines = ran.stdout.splitlines()
+    assert re.match(r"1/2 Opcheck>Correct: [\d.]+ s$", lines[0]), lines[0]
+    assert re.match(r"Opcheck>DividesByLastAxis +\d+ +\d+ +\d+  ✓      ✗", lines[5]), lines
+    failure = lines.index("Opcheck>DividesByLastAxis: edges failed:")
+    assert "ends the process with SIGFPE eagerly" in lines[failure + 1]
+    command = lines[failure + 2].removeprefix("    $ ")
+    shown = subprocess.run(["bash", "-c", "\n".join([command, *lines[failure + 3:failure + 7]])],
+                           capture_output=True, timeout=300)  # fmt: skip
+    assert shown.returncode == -signal.SIGFPE or shown.returncode == 128 + signal.SIGFPE
+    suite = ElementTree.parse(junit).getroot()
+    assert (suite.get("tests"), suite.get("failures")) == ("2", "1")
+    assert [case.get("name") for case in suite.iter("testcase") if case.find("failure")
+            is not None] == ["Opcheck>DividesByLastAxis"]
+    test = library_tests("opcheck_ops", ops=["Opcheck>Correct"], checks=["crash"])
+    assert test.pytestmark[0].args == ("op_type", ["Opcheck>Correct"])
+    test("Opcheck>Correct")
 
 
 # --- tf_stopgrad's ops, beside the built-ins ---------------------------------------------

@@ -111,6 +111,13 @@ REGISTER_OP("Opcheck>LeavesTailUnwritten")
 
 OPCHECK_OP("Opcheck>FreesTwiceAfterEmpty", UnchangedShape);
 
+// Ops that samples derived from an OpDef cannot call: opcheck_library skips them, saying why.
+REGISTER_OP("Opcheck>TakesAFunction")
+    .Input("input: float").Output("output: float").Attr("f: func").SetShapeFn(UnchangedShape);
+REGISTER_OP("Opcheck>TakesAResource")
+    .Input("handle: resource").Output("output: float")
+    .SetShapeFn(tensorflow::shape_inference::ScalarShape);
+
 // The output is a new copy of the input; subclasses change what happens after the copy.
 template <typename T>
 class CopyOp : public OpKernel {

@@ -253,11 +253,11 @@ def _check(spec: str) -> None:
         outputs = results.screened.outputs
         found["ran"] += sum(isinstance(outputs.get((i, "eagerly")), list) for i in range(len(
             samples)))
-        op = "".join(f"import {m}; " for m in modules) + f"tf.load_op_library({_py(path)}).{name}"
+        op = f"tf.load_op_library({_py(path)}).{name}"
         found["calls"].append({"attrs": attrs, "results": {check: {
             "status": r.status, "reason": r.reason, "problems": r.problems, "commands": [
-                _command(op_def, op, attrs, results.samples, problem) for problem in r.problems]}
-            for check, r in results.items()}})
+                _command(op_def, op, modules, attrs, results.samples, problem)
+                for problem in r.problems]} for check, r in results.items()}})
     if variants and not found["calls"]:
         found["skipped"] = f"its shape function accepts none of {found['derived']} samples"
     Path(out).write_text(json.dumps(found))
@@ -395,8 +395,8 @@ def _grouping(op_def: Any, count: int) -> list[int | slice]:
     return places
 
 
-def _command(op_def: Any, op: str, attrs: dict[str, Any], samples: dict[int, Any],
-             problem: str) -> str:
+def _command(op_def: Any, op: str, modules: list[str], attrs: dict[str, Any],
+             samples: dict[int, Any], problem: str) -> str:
     """A shell command that shows ``problem`` without opcheck: the op on the sample it names."""
     found = re.search(r"\b(?:edge )?sample (\d+) \(", problem)
     sample = samples[int(found[1])] if found else next(
@@ -406,7 +406,8 @@ def _command(op_def: Any, op: str, attrs: dict[str, Any], samples: dict[int, Any
             for at in _grouping(op_def, len(sample.arrays))]
     args += [f"{key}={_py(value)}" for key, value in attrs.items()]
     shows = next(shows for words, shows in SHOWS if words in problem)
-    script = f"import numpy as np, tensorflow as tf\nop = {op}\nx = [{inputs}]\n" \
+    script = f"import {', '.join(['numpy as np', 'tensorflow as tf', *modules])}\nop = {op}\n" \
+             f"x = [{inputs}]\n" \
              f"F = lambda *x: op({', '.join(args)})\n{shows}"
     if "memory no one wrote" in problem or "outputs vary" in problem:
         return f"for p in 90 165 90; do {PERTURBED}=$p python -c {shlex.quote(script)}; done"
