@@ -5,7 +5,6 @@
     python -m tf_stopgrad bench [--quick] [--rounds N] [--plot FILE.png] [--markdown FILE.md]
                                 [--wheel WHEEL] [--variables-mb N]
     python -m tf_stopgrad export SRC DST [--inference]
-    python -m tf_stopgrad opcheck LIBRARY [OP ...] [--checks CHECK ...] [--junit FILE]
     python -m tf_stopgrad --cmake-dir          where find_package(tf_stopgrad CONFIG) looks
 
 TensorFlow's C++ log lines are hidden unless --tf-logs is given (anywhere on the line) or

@@ -35,7 +35,7 @@ COMMON = (tf.float32, tf.float64, tf.int32, tf.int64, tf.string)  # for a type a
 ATTRS = 4  # opcheck calls per op at the most: the attributes' first values, then others
 TIMEOUT_S = 900
 MARKS = {"ok": "✓", "failed": "✗", "skipped": "-"}
-# What shows a problem, by its words: Python that calls F, the op, on x, its inputs.
+# What shows a problem, by its first words found: Python that calls F, the op, on x, its inputs.
 SHOWS = (
     ("the shape function says", "print(tf.function(F).get_concrete_function(*[tf.TensorSpec("
      "t.shape, t.dtype) for t in x]).output_shapes, [t.shape for t in tf.nest.flatten(F(*x))])"),
@@ -64,22 +64,27 @@ def opcheck_library(library: Any, *, ops: Sequence[str] | None = None,
                     checks: Sequence[str] | None = None,
                     progress: Callable[[str], None] | None = None) -> dict[str, OpcheckResults]:
     """Checks each op that ``library`` registers (or those named in ``ops``) on samples derived
-    from its OpDef and shape function: opcheck's results for each op type, which say how many
-    samples were derived (``derived``), how many the shape function accepted (``accepted``) and
-    how many ran without an error (``ran``), and give for each failed check ``commands`` that
-    reproduce its problems without opcheck. ``library`` is what opcheck's ``library`` takes;
-    ``progress`` is called with a line as each op ends."""
+    from its OpDef and shape function: opcheck's results for each op type, which also say how
+    many samples were ``derived``, how many the shape function ``accepted`` and how many
+    ``ran`` without an error, and give each failed check ``commands`` that reproduce its
+    problems without opcheck. ``library`` is what opcheck's ``library`` takes; ``progress`` is
+    called with a line as each op ends."""
     paths, modules = _op_libraries(library)
     found = {op: path for path in paths for op in _compat.op_library_ops(path)}
     if unknown := sorted(set(ops or ()) - set(found)):
         raise ValueError(f"opcheck_library: {library!r} registers no {', '.join(unknown)}; it "
                          f"registers {', '.join(sorted(found))}")
-    names = sorted(ops or found)
-    results = {}
+    names, results = sorted(ops or found), {}
     for number, op_type in enumerate(names, 1):
-        start = time.perf_counter()
-        results[op_type] = _check_apart({"path": found[op_type], "op_type": op_type,
-                                          "modules": modules, "checks": list(checks or CHECKS)})
+        start, spec = time.perf_counter(), {"path": found[op_type], "op_type": op_type,
+                                            "modules": modules, "checks": list(checks or CHECKS)}
+        try:  # from the OpDef alone, which its library's loading registered here
+            _attribute_variants(_compat.registered_op_def(op_type))
+            _dtype_variants(_compat.registered_op_def(op_type))
+            results[op_type] = _check_apart(spec)
+        except _Unsampled as why:
+            results[op_type] = OpcheckResults({c: CheckResult("skipped", str(why))
+                                               for c in spec["checks"]})
         if progress:
             progress(f"{number}/{len(names)} {op_type}: {time.perf_counter() - start:.1f} s")
     return results
@@ -129,31 +134,27 @@ def main(argv: Sequence[str]) -> int:
         if failures := result.failures():
             print("\n" + "\n".join(_told(op, failures)))
     if args.junit:
-        _write_junit(args.junit, args.library, results)
+        suite = ElementTree.Element("testsuite", name=f"opcheck {args.library}", tests=str(len(
+            results)), failures=str(sum(bool(r.failures()) for r in results.values())))
+        for op, result in results.items():
+            case = ElementTree.SubElement(suite, "testcase", classname="opcheck", name=op)
+            if failures := result.failures():
+                ElementTree.SubElement(case, "failure", message=", ".join(failures)).text = \
+                    "\n".join(_told(op, failures))
+            elif all(check.status == "skipped" for check in result.values()):
+                ElementTree.SubElement(case, "skipped", message=result[checks[0]].reason)
+        ElementTree.ElementTree(suite).write(args.junit, encoding="utf-8", xml_declaration=True)
     return 1 if any(result.failures() for result in results.values()) else 0
 
 
 def _told(op_type: str, failures: dict[str, CheckResult]) -> list[str]:
-    """Each failed check of an op: every problem, and the commands that reproduce them."""
+    """Each failed check of an op: every problem, and the command that reproduces it."""
     lines = []
     for name, result in failures.items():
         lines.append(f"{op_type}: {name} failed:")
         for problem, command in itertools.zip_longest(result.problems, result.commands):
             lines += [f"  - {problem}"] + [f"    $ {command}"] * bool(command)
     return lines
-
-
-def _write_junit(path: str, library: str, results: dict[str, OpcheckResults]) -> None:
-    suite = ElementTree.Element("testsuite", name=f"opcheck {library}", tests=str(len(results)),
-                                failures=str(sum(bool(r.failures()) for r in results.values())))
-    for op, result in results.items():
-        case = ElementTree.SubElement(suite, "testcase", classname="opcheck", name=op)
-        if failures := result.failures():
-            ElementTree.SubElement(case, "failure", message=", ".join(failures)).text = \
-                "\n".join(_told(op, failures))
-        elif all(check.status == "skipped" for check in result.values()):
-            ElementTree.SubElement(case, "skipped", message=next(iter(result.values())).reason)
-    ElementTree.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
 
 
 def _op_libraries(library: Any) -> tuple[list[str], list[str]]:
@@ -172,12 +173,10 @@ def _op_libraries(library: Any) -> tuple[list[str], list[str]]:
 
 def _check_apart(spec: dict[str, Any]) -> OpcheckResults:
     """An op's results, from a process of its own; if that ends otherwise, one that says how."""
-    op_type, checks = spec["op_type"], spec["checks"]
     with tempfile.TemporaryDirectory(prefix="opcheck-library-") as directory:
-        out = Path(directory, "results.json")
+        spec["out"] = out = str(Path(directory, "results.json"))
         code = "import sys; from tf_stopgrad.testing import _library; _library._check(sys.argv[1])"
         try:
-            spec["out"] = str(out)
             ran = subprocess.run([sys.executable, "-c", code, json.dumps(spec)],
                                  capture_output=True, text=True, timeout=TIMEOUT_S,
                                  env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
@@ -185,39 +184,37 @@ def _check_apart(spec: dict[str, Any]) -> OpcheckResults:
                 f"with exit status {ran.returncode}: {ran.stderr[-300:]}" if ran.returncode else ""
         except subprocess.TimeoutExpired:
             ended = f"without finishing within {TIMEOUT_S} s"
+        found: dict[str, Any] = {"calls": [], "derived": 0, "accepted": 0, "ran": 0}
         if not ended:
-            return _merged(json.loads(out.read_text()), checks)
-        stage = Path(directory, "stage")
-        reason = f"opcheck's process for {op_type} ended {ended} while " + (
-            stage.read_text() if stage.exists() else "it started")
-        found = OpcheckResults({check: CheckResult("skipped", f"see crash: {reason}")
-                                for check in checks})
-        found["crash"] = CheckResult("failed", reason, problems=(reason,))
-        found.derived = found.accepted = found.ran = 0
-        return found
-
-
-def _merged(found: dict[str, Any], checks: list[str]) -> OpcheckResults:
-    """An op's results from opcheck's with each set of attributes: a check fails where it fails
-    with any, its problems named by their attributes where there are several."""
-    merged, calls = OpcheckResults(), found["calls"]
-    merged.derived, merged.accepted, merged.ran = found["derived"], found["accepted"], found["ran"]
-    for name in checks:
-        if not calls:
-            merged[name] = CheckResult("skipped", found["skipped"])
-            continue
-        each = [(call["attrs"], CheckResult(**{**result, "problems": tuple(result["problems"]),
-                                                   "commands": tuple(result["commands"])}))
-                for call in calls for result in [call["results"][name]]]
-        if not (failed := [(attrs, r) for attrs, r in each if r.status == "failed"]):
-            merged[name] = next((r for _, r in each if r.status == "ok"), each[0][1])
-            continue
-        named = [(f"with {attrs}: " if len(calls) > 1 else "", r) for attrs, r in failed]
-        merged[name] = CheckResult(
-            "failed", "; ".join(say + r.reason for say, r in named),
-            problems=tuple(say + problem for say, r in named for problem in r.problems),
-            commands=tuple(command for _, r in named for command in r.commands))
-    return merged
+            found = json.loads(Path(out).read_text())
+        elif (stage := Path(directory, "stage")).exists():
+            ended += f" while {stage.read_text()}"
+    results = OpcheckResults()
+    results.derived, results.accepted, results.ran = (found[k] for k in ("derived", "accepted",
+                                                                         "ran"))
+    for name in spec["checks"]:
+        # A check fails where it fails with any of the attributes, its problems named by them
+        # where there are several.
+        each = []
+        for call in found["calls"]:
+            status, reason, problems, commands = call["results"][name]
+            each.append((f"with {call['attrs']}: " if len(found["calls"]) > 1 else "",
+                         CheckResult(status, reason, "", tuple(problems), tuple(commands))))
+        failed = [(said, result) for said, result in each if result.status == "failed"]
+        if ended:
+            said = f"opcheck's process for {spec['op_type']} ended {ended}"
+            results[name] = CheckResult("failed", said, problems=(said,)) if name == "crash" else \
+                CheckResult("skipped", f"see crash: {said}")
+        elif not each:
+            results[name] = CheckResult("skipped", found["skipped"])
+        elif not failed:
+            results[name] = next((r for _, r in each if r.status == "ok"), each[0][1])
+        else:
+            results[name] = CheckResult(
+                "failed", "; ".join(said + r.reason for said, r in failed),
+                problems=tuple(said + problem for said, r in failed for problem in r.problems),
+                commands=tuple(command for _, r in failed for command in r.commands))
+    return results
 
 
 # --- in the op's own process --------------------------------------------------------------
@@ -233,57 +230,51 @@ def _check(spec: str) -> None:
     module, op_def = tf.load_op_library(path), _compat.registered_op_def(op_type)
     simple = re.sub(r"[^a-z0-9]", "", op_type.lower())
     name = next(n for n in dir(module) if n.islower() and n.replace("_", "") == simple)
-    found: dict[str, Any] = {"calls": [], "derived": 0, "accepted": 0, "ran": 0, "skipped": ""}
-    try:
-        variants = _attribute_variants(op_def)
-        dtypes = _dtype_variants(op_def)
-    except _Unsampled as why:
-        variants, found["skipped"] = [], str(why)
+    found: dict[str, Any] = {"calls": [], "derived": 0, "accepted": 0, "ran": 0}
+    variants, dtypes = _attribute_variants(op_def), _dtype_variants(op_def)
     for attrs in variants:
-        stage.write_text(f"asking its shape function, with {attrs}")
+        stage.write_text(f"its shape function was asked, with {attrs}")
         fn = _call(op_def, getattr(module, name), attrs)
         samples, derived = _derived_samples(fn, dtypes)
         found["derived"] += derived
         found["accepted"] += len(samples)
         if not samples:
             continue
-        stage.write_text(f"checking it, with {attrs}, on {len(samples)} derived samples")
+        stage.write_text(f"opcheck checked it, with {attrs}, on {len(samples)} derived samples")
         results = opcheck(fn, samples, library=[*modules, path], checks=checks, rtol=RTOL,
                           atol=ATOL)
-        outputs = results.screened.outputs
-        found["ran"] += sum(isinstance(outputs.get((i, "eagerly")), list) for i in range(len(
-            samples)))
-        op = f"tf.load_op_library({_py(path)}).{name}"
-        found["calls"].append({"attrs": attrs, "results": {check: {
-            "status": r.status, "reason": r.reason, "problems": r.problems, "commands": [
-                _command(op_def, op, modules, attrs, results.samples, problem)
-                for problem in r.problems]} for check, r in results.items()}})
-    if variants and not found["calls"]:
-        found["skipped"] = f"its shape function accepts none of {found['derived']} samples"
+        found["ran"] += sum(isinstance(results.screened.outputs.get((i, "eagerly")), list)
+                            for i in range(len(samples)))
+        op = f"import {', '.join(['numpy as np', 'tensorflow as tf', *modules])}\nop = " \
+             f"tf.load_op_library({_py(path)}).{name}"
+        found["calls"].append({"attrs": attrs, "results": {check: [
+            r.status, r.reason, r.problems, [_command(op_def, op, attrs, results.samples, p)
+                                             for p in r.problems]]
+            for check, r in results.items()}})
+    found["skipped"] = f"its shape function accepts none of {found['derived']} samples"
     Path(out).write_text(json.dumps(found))
 
 
 def _attribute_variants(op_def: Any) -> list[dict[str, Any]]:
-    """Values of the attributes that the inputs do not set: each one's default, else its first
-    allowed value, an integer's minimum (or 0), False; then, one attribute at a time, its other
-    allowed values, an integer's next, True."""
+    """Values of the attributes that the inputs do not set, but for those with a default, left
+    to it: each one's first allowed value, an integer's minimum (or 0), False; then, one
+    attribute at a time, its other allowed values, an integer's next, True."""
     inferred = {name for arg in op_def.input_arg
                 for name in (arg.type_attr, arg.number_attr, arg.type_list_attr)}
     choices: dict[str, list[Any]] = {}
-    for attr in (a for a in op_def.attr if a.name not in inferred):
-        if attr.HasField("default_value"):
-            choices[attr.name] = [_attribute(attr.default_value)]
-        elif "func" in attr.type or attr.type == "tensor":
+    for attr in op_def.attr:
+        first = attr.minimum if attr.has_minimum else 0
+        if attr.name in inferred or attr.HasField("default_value"):
+            continue
+        if "func" in attr.type or attr.type == "tensor":
             raise _Unsampled(f"attribute {attr.name} is a {attr.type}, which derived samples "
                              "cannot give")
-        elif attr.type in ("type", "list(type)"):
-            types = [t.name for t in _allowed(attr)]
-            choices[attr.name] = [[t] * max(attr.minimum, 1) if "list" in attr.type else t
-                                  for t in types]
+        if attr.type in ("type", "list(type)"):
+            choices[attr.name] = [[t.name] * max(first, 1) if "list" in attr.type else t.name
+                                  for t in _allowed(attr)]
         elif attr.type == "string" and attr.allowed_values.list.s:
             choices[attr.name] = [s.decode() for s in attr.allowed_values.list.s]
         else:
-            first = attr.minimum if attr.has_minimum else 0
             plain: dict[str, list[Any]] = {"int": [first, first + 1], "bool": [False, True],
                                            "float": [0.5], "string": [""], "shape": [[2]]}
             choices[attr.name] = plain.get(attr.type, [[max(first, 1)] * max(first, 1)])
@@ -300,17 +291,15 @@ def _dtype_variants(op_def: Any) -> list[list[tf.DType]]:
                for arg in op_def.input_arg if arg.type_attr}
     chosen = [{**{a: types[0] for a, types in allowed.items()}, a: t}
               for a, types in allowed.items() for t in types] or [{}]
-    lengths = [0] + [1] * any(arg.number_attr for arg in op_def.input_arg)
+    longer = [(chosen[0], 1)] * any(arg.number_attr for arg in op_def.input_arg)
     variants = []
-    for types, more in [(types, 0) for types in chosen] + [(chosen[0], 1)] * lengths[-1]:
+    for types, more in [(types, 0) for types in chosen] + longer:
         dtypes = []
         for arg in op_def.input_arg:
-            count = attrs[arg.number_attr or arg.type_list_attr].minimum if (
-                arg.number_attr or arg.type_list_attr) else 1
-            count = max(count, 1) + more * bool(arg.number_attr)
-            dtype = _allowed(attrs[arg.type_list_attr])[0] if arg.type_list_attr else \
-                tf.as_dtype(arg.type) if arg.type else types[arg.type_attr]
-            dtypes += [dtype] * count
+            listed = arg.number_attr or arg.type_list_attr
+            count = max(attrs[listed].minimum, 1) + more * bool(arg.number_attr) if listed else 1
+            dtypes += [_allowed(attrs[arg.type_list_attr])[0] if arg.type_list_attr else
+                       tf.as_dtype(arg.type) if arg.type else types[arg.type_attr]] * count
         if {tf.resource, tf.variant} & set(dtypes):
             raise _Unsampled("an input is a resource or a variant, which derived samples "
                              "cannot make")
@@ -395,8 +384,8 @@ def _grouping(op_def: Any, count: int) -> list[int | slice]:
     return places
 
 
-def _command(op_def: Any, op: str, modules: list[str], attrs: dict[str, Any],
-             samples: dict[int, Any], problem: str) -> str:
+def _command(op_def: Any, op: str, attrs: dict[str, Any], samples: dict[int, Any],
+             problem: str) -> str:
     """A shell command that shows ``problem`` without opcheck: the op on the sample it names."""
     found = re.search(r"\b(?:edge )?sample (\d+) \(", problem)
     sample = samples[int(found[1])] if found else next(
@@ -406,9 +395,7 @@ def _command(op_def: Any, op: str, modules: list[str], attrs: dict[str, Any],
             for at in _grouping(op_def, len(sample.arrays))]
     args += [f"{key}={_py(value)}" for key, value in attrs.items()]
     shows = next(shows for words, shows in SHOWS if words in problem)
-    script = f"import {', '.join(['numpy as np', 'tensorflow as tf', *modules])}\nop = {op}\n" \
-             f"x = [{inputs}]\n" \
-             f"F = lambda *x: op({', '.join(args)})\n{shows}"
+    script = f"{op}\nx = [{inputs}]\nF = lambda *x: op({', '.join(args)})\n{shows}"
     if "memory no one wrote" in problem or "outputs vary" in problem:
         return f"for p in 90 165 90; do {PERTURBED}=$p python -c {shlex.quote(script)}; done"
     return f"python -c {shlex.quote(script)}"
@@ -434,16 +421,3 @@ def _py(value: Any) -> str:
 
 def _allowed(attr: Any) -> list[tf.DType]:
     return [tf.as_dtype(t) for t in attr.allowed_values.list.type] or list(COMMON)
-
-
-def _attribute(value: Any) -> Any:
-    """An AttrValue as a wrapper takes it: a type by its name."""
-    kind = value.WhichOneof("value")
-    if kind == "list":
-        kind = next((k for k in ("s", "i", "f", "b", "type", "shape") if getattr(value.list, k)),
-                    "i")
-        return [_attribute(type(value)(**{kind: v})) for v in getattr(value.list, kind)]
-    if kind == "shape":
-        return None if value.shape.unknown_rank else [d.size for d in value.shape.dim]
-    return tf.as_dtype(value.type).name if kind == "type" else \
-        value.s.decode() if kind == "s" else getattr(value, kind)
