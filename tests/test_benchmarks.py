@@ -32,6 +32,7 @@ TARGETED_CASES = (
     "`pip install` of the wheel",
     "opcheck: the checks in this process",
     "opcheck: every check, edge samples included",
+    "opcheck_library: per op",
 )
 
 
