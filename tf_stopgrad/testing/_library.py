@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from .. import _compat
-from . import CHECKS, CheckResult, OpcheckResults, opcheck
+from . import CHECKS, CheckResult, OpcheckResults, _checked_library, opcheck
 
 # Ways are compared within these on derived inputs, whose rounding may differ rightly.
 RTOL, ATOL = 1e-2, 1e-3
@@ -158,17 +158,16 @@ def _told(op_type: str, failures: dict[str, CheckResult]) -> list[str]:
 
 
 def _op_libraries(library: Any) -> tuple[list[str], list[str]]:
-    """The op library files of ``library`` (a path; a module's, the .so files in its package
-    that name TensorFlow's framework library; or a list of those), and its modules, whose
-    import registers what the ops' Python holds (gradients, pfor converters)."""
-    if isinstance(library, (list, tuple)):
-        paths, modules = zip(*map(_op_libraries, library)) if library else ((), ())
-        return [p for each in paths for p in each], [m for each in modules for m in each]
-    if Path(library).is_file():
-        return [str(Path(library).resolve())], []
-    package = Path(importlib.import_module(library).__file__ or "").parent
-    return [str(path) for path in sorted(package.rglob("*.so"))
-            if b"libtensorflow_framework" in path.read_bytes()], [library]
+    """The op library files of ``library`` (for a module, the .so files in its package that
+    name TensorFlow's framework library), and its modules, whose import registers what the
+    ops' Python holds (gradients, pfor converters)."""
+    found = _checked_library(library) or []
+    modules = [name.partition(":")[2] for name in found if name.startswith("module:")]
+    packages = [Path(importlib.import_module(m).__file__ or "").parent for m in modules]
+    paths = [name.partition(":")[2] for name in found if name.startswith("path:")] + [
+        str(path) for package in packages for path in sorted(package.rglob("*.so"))
+        if b"libtensorflow_framework" in path.read_bytes()]
+    return paths, modules
 
 
 def _check_apart(spec: dict[str, Any]) -> OpcheckResults:

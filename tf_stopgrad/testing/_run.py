@@ -50,11 +50,8 @@ def _visible_devices() -> list[str]:
 
 
 class Run:
-    """One opcheck call, and what checks ask of it, each computed once: the samples ``usable()``
-    gives, fn's ``ways`` and ``gradient_ways``, ``eager`` outputs to ``compare`` with, the op's
-    ``trace``, ``op_types``, ``shape_problems``, ``varies``, ``stateful`` and
-    ``why_no_gradient``, and the fresh process's findings (``screen``, ``edges``, ``ended``).
-    The plumbing behind them comes after ``differentiate``."""
+    """One opcheck call: what checks ask of it, each computed once, then (after
+    ``differentiate``) the plumbing behind it."""
 
     def __init__(self, fn: Callable[..., Any], samples: list[Sample], library, rtol, atol,
                  table: Sequence[Any], names: Sequence[str]):
@@ -124,10 +121,9 @@ class Run:
             raise Verdict("failed", f"{sample}: fn raised {told(error)}") from error
 
     def compare(self, sample: Sample, expected: list, actual: list, where: str) -> list[str]:
-        """Two ways' outputs: values, but dtypes and ranks where fn's outputs vary (on any given
-        sample), and dtypes and shapes where an input holds an Inf or a NaN (two right algorithms
-        may make other non-finite values). An edge sample's values may differ under the
-        smallest normal number: XLA and a kernel may flush subnormals to zero, or not."""
+        """Two ways' outputs: values (an edge sample's may differ under the smallest normal
+        number: subnormals flushed to zero, or not), but dtypes and ranks where fn's outputs
+        vary, and dtypes and shapes on an Inf or a NaN, on which right ways may differ."""
         if len(expected) != len(actual):
             return [f"{sample}, {where}: {len(actual)} outputs, expected {len(expected)}"]
         if self.varies or not sample.finite:
@@ -301,9 +297,8 @@ class Run:
     @functools.cached_property
     def libraries(self) -> list[str]:
         """What the fresh process loads: the libraries given, else those found."""
-        if self.library is not None:
-            return self.library
-        return [f"path:{path}" for path in self.found_libraries]
+        return self.library if self.library is not None else [
+            f"path:{path}" for path in self.found_libraries]
 
     @functools.cached_property
     def found_libraries(self) -> list[str]:
