@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from .. import _compat
 from . import CHECKS, CheckResult, OpcheckResults, _checked_library, opcheck
+from ._run import Verdict
 
 # Ways are compared within these on derived inputs, whose rounding may differ rightly.
 RTOL, ATOL = 1e-2, 1e-3
@@ -49,42 +50,37 @@ SHOWS = (
     ("changed its input", "y = [t.numpy() for t in x]; F(*x); print([np.array_equal(a, t.numpy())"
      " for a, t in zip(y, x)])"),
     ("with jit_compile", "print(F(*x)); print(tf.function(F, jit_compile=True)(*x))"),
-    ("eagerly only", "print(F(*x))"),
     ("in tf.function", "print(F(*x)); print(tf.function(F)(*x))"),
     ("", "print(F(*x)); print(F(*x)); print(F(*x))"),
 )
-PERTURBED = "GLIBC_TUNABLES=glibc.malloc.tcache_count=0 MALLOC_PERTURB_"
 
 
 class _Unsampled(Exception):
-    """Why samples cannot be derived for an op: its checks are skipped, saying so."""
+    """Why samples cannot be derived for an op, whose checks are skipped, saying so."""
 
 
 def opcheck_library(library: Any, *, ops: Sequence[str] | None = None,
                     checks: Sequence[str] | None = None,
                     progress: Callable[[str], None] | None = None) -> dict[str, OpcheckResults]:
-    """Checks each op that ``library`` registers (or those named in ``ops``) on samples derived
-    from its OpDef and shape function: opcheck's results for each op type, which also say how
-    many samples were ``derived``, how many the shape function ``accepted`` and how many
-    ``ran`` without an error, and give each failed check ``commands`` that reproduce its
-    problems without opcheck. ``library`` is what opcheck's ``library`` takes; ``progress`` is
-    called with a line as each op ends."""
-    paths, modules = _op_libraries(library)
-    found = {op: path for path in paths for op in _compat.op_library_ops(path)}
+    """opcheck's results for each op that ``library`` (as opcheck takes it) registers, or each
+    of ``ops``, on samples derived from its OpDef and shape function; each also says how many
+    were ``derived``, ``accepted`` by the shape function and ``ran`` without an error, and each
+    failure gives ``commands`` that show it. ``progress`` is given a line as each op ends."""
+    found, modules = _op_libraries(library)
     if unknown := sorted(set(ops or ()) - set(found)):
         raise ValueError(f"opcheck_library: {library!r} registers no {', '.join(unknown)}; it "
                          f"registers {', '.join(sorted(found))}")
     names, results = sorted(ops or found), {}
     for number, op_type in enumerate(names, 1):
-        start, spec = time.perf_counter(), {"path": found[op_type], "op_type": op_type,
-                                            "modules": modules, "checks": list(checks or CHECKS)}
-        try:  # from the OpDef alone, which its library's loading registered here
-            _attribute_variants(_compat.registered_op_def(op_type))
-            _dtype_variants(_compat.registered_op_def(op_type))
-            results[op_type] = _check_apart(spec)
+        start, op_def = time.perf_counter(), _compat.registered_op_def(op_type)
+        try:  # from the OpDef alone, which loading its library registered here
+            _attribute_variants(op_def), _dtype_variants(op_def)
         except _Unsampled as why:
             results[op_type] = OpcheckResults({c: CheckResult("skipped", str(why))
-                                               for c in spec["checks"]})
+                                               for c in checks or CHECKS})
+        else:
+            results[op_type] = _check_apart({"path": found[op_type], "op_type": op_type,
+                                             "modules": modules, "checks": list(checks or CHECKS)})
         if progress:
             progress(f"{number}/{len(names)} {op_type}: {time.perf_counter() - start:.1f} s")
     return results
@@ -96,9 +92,8 @@ def library_tests(library: Any, *, ops: Sequence[str] | None = None,
     ``test_my_ops = library_tests("build/libmy_ops.so")``."""
     import pytest
 
-    found = sorted(op for path in _op_libraries(library)[0] for op in _compat.op_library_ops(path))
-
-    @pytest.mark.parametrize("op_type", [op for op in found if ops is None or op in ops])
+    @pytest.mark.parametrize("op_type", [op for op in sorted(_op_libraries(library)[0])
+                                         if ops is None or op in ops])
     def test_op(op_type: str) -> None:
         results = opcheck_library(library, ops=[op_type], checks=checks)[op_type]
         if all(result.status == "skipped" for result in results.values()):
@@ -157,21 +152,21 @@ def _told(op_type: str, failures: dict[str, CheckResult]) -> list[str]:
     return lines
 
 
-def _op_libraries(library: Any) -> tuple[list[str], list[str]]:
-    """The op library files of ``library`` (for a module, the .so files in its package that
-    name TensorFlow's framework library), and its modules, whose import registers what the
-    ops' Python holds (gradients, pfor converters)."""
+def _op_libraries(library: Any) -> tuple[dict[str, str], list[str]]:
+    """The op library file of each op type ``library`` registers (for a module, the .so files
+    in its package that name TensorFlow's framework), and its modules, whose import registers
+    the ops' Python (gradients, pfor converters)."""
     found = _checked_library(library) or []
     modules = [name.partition(":")[2] for name in found if name.startswith("module:")]
     packages = [Path(importlib.import_module(m).__file__ or "").parent for m in modules]
     paths = [name.partition(":")[2] for name in found if name.startswith("path:")] + [
         str(path) for package in packages for path in sorted(package.rglob("*.so"))
         if b"libtensorflow_framework" in path.read_bytes()]
-    return paths, modules
+    return {op: path for path in paths for op in _compat.op_library_ops(path)}, modules
 
 
 def _check_apart(spec: dict[str, Any]) -> OpcheckResults:
-    """An op's results, from a process of its own; if that ends otherwise, one that says how."""
+    """An op's results, from a process of its own; if that ends otherwise, ones that say how."""
     with tempfile.TemporaryDirectory(prefix="opcheck-library-") as directory:
         spec["out"] = out = str(Path(directory, "results.json"))
         code = "import sys; from tf_stopgrad.testing import _library; _library._check(sys.argv[1])"
@@ -183,44 +178,26 @@ def _check_apart(spec: dict[str, Any]) -> OpcheckResults:
                 f"with exit status {ran.returncode}: {ran.stderr[-300:]}" if ran.returncode else ""
         except subprocess.TimeoutExpired:
             ended = f"without finishing within {TIMEOUT_S} s"
-        found: dict[str, Any] = {"calls": [], "derived": 0, "accepted": 0, "ran": 0}
         if not ended:
             found = json.loads(Path(out).read_text())
-        elif (stage := Path(directory, "stage")).exists():
-            ended += f" while {stage.read_text()}"
-    results = OpcheckResults()
-    results.derived, results.accepted, results.ran = (found[k] for k in ("derived", "accepted",
-                                                                         "ran"))
-    for name in spec["checks"]:
-        # A check fails where it fails with any of the attributes, its problems named by them
-        # where there are several.
-        each = []
-        for call in found["calls"]:
-            status, reason, problems, commands = call["results"][name]
-            each.append((f"with {call['attrs']}: " if len(found["calls"]) > 1 else "",
-                         CheckResult(status, reason, "", tuple(problems), tuple(commands))))
-        failed = [(said, result) for said, result in each if result.status == "failed"]
-        if ended:
-            said = f"opcheck's process for {spec['op_type']} ended {ended}"
-            results[name] = CheckResult("failed", said, problems=(said,)) if name == "crash" else \
-                CheckResult("skipped", f"see crash: {said}")
-        elif not each:
-            results[name] = CheckResult("skipped", found["skipped"])
-        elif not failed:
-            results[name] = next((r for _, r in each if r.status == "ok"), each[0][1])
-        else:
-            results[name] = CheckResult(
-                "failed", "; ".join(said + r.reason for said, r in failed),
-                problems=tuple(said + problem for said, r in failed for problem in r.problems),
-                commands=tuple(command for _, r in failed for command in r.commands))
-    return results
+            results = OpcheckResults({name: CheckResult(status, reason, "", tuple(problems),
+                                                        tuple(commands)) for name, (
+                status, reason, problems, commands) in found.pop("results").items()})
+            results.__dict__.update(found)  # derived, accepted, ran
+            return results
+        stage = Path(directory, "stage")
+        said = f"opcheck's process for {spec['op_type']} ended {ended}" + (
+            f" while {stage.read_text()}" if stage.exists() else "")
+    return OpcheckResults({name: CheckResult("failed", said, problems=(said,)) if name == "crash"
+                           else CheckResult("skipped", f"see crash: {said}")
+                           for name in spec["checks"]})
 
 
 # --- in the op's own process --------------------------------------------------------------
 def _check(spec: str) -> None:
-    """Derives the samples of an op (``spec``: its op type, library path and modules, the checks
-    and where to write) and checks it with each set of attributes; the results go to ``out`` as
-    JSON, and what it does, before each step, to a file beside it."""
+    """Derives an op's samples and checks it, with each set of attributes (``spec``, as JSON:
+    its op type, library path and modules, the checks, the ``out`` file its results go to, and
+    beside it a file that says, before each step, what it does)."""
     path, op_type, out, modules, checks = map(json.loads(spec).get, (
         "path", "op_type", "out", "modules", "checks"))
     stage = Path(out).with_name("stage")
@@ -229,7 +206,9 @@ def _check(spec: str) -> None:
     module, op_def = tf.load_op_library(path), _compat.registered_op_def(op_type)
     simple = re.sub(r"[^a-z0-9]", "", op_type.lower())
     name = next(n for n in dir(module) if n.islower() and n.replace("_", "") == simple)
-    found: dict[str, Any] = {"calls": [], "derived": 0, "accepted": 0, "ran": 0}
+    op = f"import {', '.join(['numpy as np', 'tensorflow as tf', *modules])}\nop = " \
+         f"tf.load_op_library({_py(path)}).{name}"
+    found, calls = {"derived": 0, "accepted": 0, "ran": 0}, []
     variants, dtypes = _attribute_variants(op_def), _dtype_variants(op_def)
     for attrs in variants:
         stage.write_text(f"its shape function was asked, with {attrs}")
@@ -244,14 +223,20 @@ def _check(spec: str) -> None:
                           atol=ATOL)
         found["ran"] += sum(isinstance(results.screened.outputs.get((i, "eagerly")), list)
                             for i in range(len(samples)))
-        op = f"import {', '.join(['numpy as np', 'tensorflow as tf', *modules])}\nop = " \
-             f"tf.load_op_library({_py(path)}).{name}"
-        found["calls"].append({"attrs": attrs, "results": {check: [
-            r.status, r.reason, r.problems, [_command(op_def, op, attrs, results.samples, p)
-                                             for p in r.problems]]
-            for check, r in results.items()}})
-    found["skipped"] = f"its shape function accepts none of {found['derived']} samples"
-    Path(out).write_text(json.dumps(found))
+        named = f"with {attrs}: " if len(variants) > 1 else ""
+        calls.append({check: (r.status, r.reason, [named + p for p in r.problems], [
+            _command(op_def, op, attrs, results.samples, p) for p in r.problems])
+            for check, r in results.items()})
+    skipped = ("skipped", f"its shape function accepts none of {found['derived']} samples")
+    merged = {}
+    for check in checks:  # it fails where it fails with any of the attributes
+        each = [call[check] for call in calls] or [(*skipped, [], [])]
+        failed = [result for result in each if result[0] == "failed"]
+        problems = [problem for result in failed for problem in result[2]]
+        merged[check] = ("failed", Verdict("failed", problems).reason, problems, [
+            command for result in failed for command in result[3]]) if failed else next(
+            (result for result in each if result[0] == "ok"), each[0])
+    Path(out).write_text(json.dumps({**found, "results": merged}))
 
 
 def _attribute_variants(op_def: Any) -> list[dict[str, Any]]:
@@ -307,25 +292,20 @@ def _dtype_variants(op_def: Any) -> list[list[tf.DType]]:
 
 
 def _derived_samples(fn: Callable[..., Any], variants: list[list[tf.DType]]) -> tuple[list, int]:
-    """A sample of each dtype variant, at the ranks and sizes the shape function accepts, and
-    of the first at its inputs' next ranks too; and how many were derived, refused ones too."""
+    """A sample of each dtype variant, of the ranks and sizes the shape function accepts: each
+    input's first rank (1 or more unless it takes only a scalar) with the others unknown, and
+    for the first variant its next too; and how many were derived, refused ones included."""
     rng, samples, derived = np.random.default_rng(0), [], 0
     for number, dtypes in enumerate(variants):
-        for ranks in itertools.islice(_ranks(fn, dtypes), 1 if number else 2):
+        accepted = [sorted((r for r in RANKS if _accepts(fn, dtypes, {i: [None] * r})),
+                           key=lambda r: (r == 0, r)) for i in range(len(dtypes))]
+        for k in range(1 if number else 2):
+            if any(len(ranks) <= k for ranks in accepted):
+                break
             derived += 1
-            if (shapes := _sizes(fn, dtypes, ranks)) is not None:
+            if (shapes := _sizes(fn, dtypes, [ranks[k] for ranks in accepted])) is not None:
                 samples.append(tuple(_values(rng, d, s) for d, s in zip(dtypes, shapes)))
     return samples, max(derived, 1)
-
-
-def _ranks(fn: Callable[..., Any], dtypes: list[tf.DType]):
-    """Ranks of the inputs: the first each accepts (the others of unknown shape), 1 or more
-    unless it takes only a scalar; then each one's next."""
-    accepted = [sorted((r for r in RANKS if _accepts(fn, dtypes, {i: [None] * r})),
-                       key=lambda r: (r == 0, r)) for i in range(len(dtypes))]
-    for k in range(2):
-        if all(len(ranks) > k for ranks in accepted):
-            yield [ranks[k] for ranks in accepted]
 
 
 def _sizes(fn: Callable[..., Any], dtypes: list[tf.DType], ranks: list[int]):
@@ -343,7 +323,7 @@ def _sizes(fn: Callable[..., Any], dtypes: list[tf.DType], ranks: list[int]):
 
 
 def _accepts(fn: Callable[..., Any], dtypes: list[tf.DType], shapes: dict[int, list]) -> bool:
-    """Whether the op builds in a graph on inputs of ``shapes`` (the others of unknown shape)."""
+    """Whether the op builds in a graph on inputs of ``shapes`` (others of unknown shape)."""
     with tf.Graph().as_default():
         try:
             fn(*(tf.compat.v1.placeholder(d, shapes.get(i)) for i, d in enumerate(dtypes)))
@@ -372,8 +352,7 @@ def _call(op_def: Any, wrapper: Callable[..., Any], attrs: dict[str, Any]) -> Ca
 
 
 def _grouping(op_def: Any, count: int) -> list[int | slice]:
-    """Where each input argument's tensors are among ``count`` flat ones: a list input's share
-    alike what the others leave."""
+    """Where each input argument's tensors are among ``count`` flat ones (lists share alike)."""
     lists = [bool(arg.number_attr or arg.type_list_attr) for arg in op_def.input_arg]
     length = (count - lists.count(False)) // max(lists.count(True), 1)
     places, at = [], 0
@@ -390,13 +369,13 @@ def _command(op_def: Any, op: str, attrs: dict[str, Any], samples: dict[int, Any
     sample = samples[int(found[1])] if found else next(
         (s for s in samples.values() if all(d.name in problem for d in s.dtypes)), samples[0])
     inputs = ", ".join(_tensor_source(a, d) for a, d in zip(sample.arrays, sample.dtypes))
-    args = [f"x[{at}]" if isinstance(at, int) else f"x[{at.start}:{at.stop}]"
-            for at in _grouping(op_def, len(sample.arrays))]
-    args += [f"{key}={_py(value)}" for key, value in attrs.items()]
+    args = [f"x[{at}]" if isinstance(at, int) else f"x[{at.start}:{at.stop}]" for at in
+            _grouping(op_def, len(sample.arrays))] + [f"{k}={_py(v)}" for k, v in attrs.items()]
     shows = next(shows for words, shows in SHOWS if words in problem)
     script = f"{op}\nx = [{inputs}]\nF = lambda *x: op({', '.join(args)})\n{shows}"
     if "memory no one wrote" in problem or "outputs vary" in problem:
-        return f"for p in 90 165 90; do {PERTURBED}=$p python -c {shlex.quote(script)}; done"
+        return "for p in 90 165 90; do GLIBC_TUNABLES=glibc.malloc.tcache_count=0 " \
+               f"MALLOC_PERTURB_=$p python -c {shlex.quote(script)}; done"
     return f"python -c {shlex.quote(script)}"
 
 
@@ -412,10 +391,9 @@ def _tensor_source(array: np.ndarray, dtype: tf.DType) -> str:
 
 
 def _py(value: Any) -> str:
-    """Python source of ``value``, its strings in double quotes, for a shell's single ones."""
-    if isinstance(value, list):
-        return f"[{', '.join(map(_py, value))}]"
-    return json.dumps(value) if isinstance(value, str) else repr(value).replace("'", '"')
+    """Python source of ``value``, in double quotes where it has none (for a shell's single)."""
+    source = repr(value)
+    return source if '"' in source else source.replace("'", '"')
 
 
 def _allowed(attr: Any) -> list[tf.DType]:
