@@ -1,8 +1,8 @@
 """``opcheck``: does a TensorFlow custom op behave as TensorFlow's own ops do? (docs/opcheck.md)
 
-Here, the API. The checks are in _checks.py: a new check is a function there and a row in its
-``TABLE``. What they ask of one opcheck call, ``Run``, is in _run.py, the samples in _samples.py;
-a kernel that crashes ends a fresh process (_fresh_process.py, _child.py), not this one.
+Here, the API. The checks are in _checks.py (a new check is a function there and a row in its
+``TABLE``); what they ask of one call, ``Run``, in _run.py; the samples in _samples.py; the fresh
+process that a crashing kernel ends in _fresh_process.py and _child.py; a library in _library.py.
 """
 
 from __future__ import annotations
@@ -76,17 +76,15 @@ def opcheck(fn: Callable[..., Any], samples: Sequence[tuple], *,
       fn: Builds the op(s) from tensors: ``my_ops.my_op``, ``lambda x: my_ops.my_op(x, attr=2)``.
       samples: A list of tuples of positional arguments for ``fn``: tensors or NumPy arrays.
       checks: The names of the checks to run (``CHECKS``); all of them by default.
-      library: What a fresh process loads to have the ops: an op library's path, as
-        ``tf.load_op_library`` takes it, or a module whose import registers them, or a list of
-        those. None: the op libraries loaded here that registered fn's ops, found.
-      rtol, atol: Tolerances for values compared across ways and processes. Zero (the
-        default) compares outputs bit for bit, and gradients as values.
-      expect: Failures by design: a check's name, mapped to words its failure says. That check
-        is ``ok`` if it fails with those words and for no other reason, else ``failed``.
+      library: What a fresh process loads to have the ops: an op library's path, a module whose
+        import registers them, or a list of those; None: those loaded here, found.
+      rtol, atol: Tolerances for values compared across ways and processes; zero (the default)
+        compares outputs bit for bit, and gradients as values.
+      expect: Failures by design: a check's name, mapped to words its failure says; that check
+        is ``ok`` if it fails with those words and for no other reason.
 
-    Returns:
-      :class:`OpcheckResults`: each check's :class:`CheckResult`, ``ok``, ``skipped`` or
-      ``failed`` and why. Raises TypeError or ValueError, before anything runs, on bad arguments.
+    Returns :class:`OpcheckResults`; raises TypeError or ValueError, before anything runs, on
+    bad arguments.
     """
     if not callable(fn):
         raise TypeError(f"opcheck: fn must be a callable that builds the op from tensors, such as "
