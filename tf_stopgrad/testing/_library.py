@@ -1,7 +1,7 @@
 """``opcheck_library``: every op of an op library checked, on samples derived from its OpDef and
-its shape function, none written by hand (docs/opcheck.md, "A whole library"). Each op is
-checked in a process of its own (``_check_apart``), which derives the samples and runs opcheck:
-a shape function that crashes while it is asked ends that process, not this one."""
+its shape function, none written by hand (docs/opcheck.md says so under "A whole library"). Each
+op is checked in a process of its own (``_check_apart``), which derives the samples and runs
+opcheck: a shape function that crashes while it is asked ends that process, not this one."""
 
 from __future__ import annotations
 
