@@ -88,7 +88,7 @@ SAYS = {
                            ".dims() >= 1 (",  # then (0 vs. 1), or (1 vs. 0) before TF 2.16's absl
     # Noise where an input is not finite, as tf.image.extract_glimpse outside the image.
     "opcheck_random_on_extremes": "edge sample 4 (float32[2, 3]: sample 0 with extreme values), "
-                                  "eagerly twice: output 0: at [0, 0] ",
+                                  "eagerly three times: output 0: at [0, 0] ",
     "opcheck_gradient_differs_in_graph": "sample 0 (float32[2, 3]): the gradient of floating input "
                                          "0 on CPU:0 in tf.function: at [0, 0]",
 }  # fmt: skip

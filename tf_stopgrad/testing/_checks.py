@@ -170,18 +170,21 @@ def _check_edges(run: Run) -> str:
         if eager is None:  # fn cannot be traced for it, whatever its shapes: a clean error
             continue
         if isinstance(eager, list) and isinstance(again, list) and not run.varies:
-            differ = [(i, text) for i, (one, other) in enumerate(zip(eager, again))
-                      if (text := difference(one, other))]
-            for i, text in differ:  # the third call fills memory as the first did
-                if isinstance(third, list) and not difference(eager[i], third[i]):
-                    problems.append(f"{sample}, eagerly twice: output {i}: {text}: an output "
+            varied = False
+            thirds = third if isinstance(third, list) else again
+            for i, (first, second, last) in enumerate(zip(eager, again, thirds)):
+                twice, thrice = difference(first, second), difference(first, last)
+                varied |= bool(twice or thrice)
+                if twice and not thrice:  # the third call fills memory as the first did
+                    problems.append(f"{sample}, eagerly twice: output {i}: {twice}: an output "
                                     "depends on memory no one wrote, left unwritten by the kernel "
                                     "or read past an input (two calls differ where glibc fills "
                                     "new memory otherwise, and agree where it fills it alike)")
-                elif not run.stateful:
-                    problems.append(f"{sample}, eagerly twice: output {i}: {text}: outputs "
-                                    "vary, though the op is declared stateless")
-            if differ:
+                elif (twice or thrice) and not run.stateful:
+                    problems.append(f"{sample}, eagerly three times: output {i}: {twice or thrice}"
+                                    ": outputs vary, though the op is declared stateless: it draws "
+                                    "random numbers, or reads memory it does not own")
+            if varied:
                 continue  # its values are not the kernel's to compare in other ways
         # A graph refuses it, as the shape function does (a clean error), or computes with
         # shapes that the kernel's contradict (shape_fn fails): compared eagerly only.

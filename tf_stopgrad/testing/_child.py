@@ -13,6 +13,7 @@ import ctypes
 import functools
 import importlib
 import importlib.util
+import os
 import pathlib
 import sys
 from collections.abc import Callable
@@ -125,3 +126,5 @@ if __name__ == "__main__":
     except Exception as failure:
         (place / "error").write_text(f"{type(failure).__name__}\n{failure}")
         sys.exit(1)
+    # Its work is written: a kernel's error can leave TensorFlow's locks held, hanging exit.
+    os._exit(0)

@@ -187,8 +187,9 @@ class Run:
                 problems.append(f"{sample}, {case}: fn returns {len(trace[1])} tensors (its "
                                 f"composites' included), against {len(real)} eagerly")
             for i, (static, kernel) in enumerate(zip(trace[1], real)):
-                if static.dtype != kernel.dtype or not static.shape.is_compatible_with(
-                        kernel.shape) or not (unknown or static.shape.rank == kernel.shape.rank):
+                # With the shapes known, a given sample's rank must be inferred too.
+                if static.dtype != kernel.dtype or not static.shape.is_compatible_with(kernel.shape
+                        ) or not (unknown or sample.derived or static.shape.rank is not None):
                     shape = " of unknown rank" if static.shape.rank is None else \
                         static.shape.as_list()
                     problems.append(f"{sample}, {case}: output {i}: the shape function says "
