@@ -197,28 +197,30 @@ def fetch(url: str, data: bytes | None = None, headers: dict | None = None,
           done: Callable[[], bool] | None = None) -> bytes | None:  # fmt: skip
     """The answer's body to a GET (a POST with data), or None for a 404; a 5xx, a failed connection
     or a timeout is tried again until the deadline (WAIT_SECONDS from now), other errors fail.
-    done, for a request that changes something, says after each error whether it took effect all
-    the same (its answer lost): then it is not made again, which the registry would refuse."""
+    done, for a request that changes something, says after an error that may hide its effect (one
+    tried again, or the refusal of a retry) whether it took effect all the same, its answer lost:
+    then it is not made again, which the registry would refuse."""
     request = urllib.request.Request(url, data, headers or {}, method=method)
-    deadline = deadline or time.monotonic() + WAIT_SECONDS
+    deadline, retried = deadline or time.monotonic() + WAIT_SECONDS, False
     while True:
         try:
             with urllib.request.urlopen(request, timeout=60) as answer:
                 return answer.read()
         except urllib.error.HTTPError as error:
-            if error.code == 404:
+            if error.code == 404 and not (retried and done):  # a retried drop's: done may say
                 return None
             failure, final = f"answered {error.code} {error.reason}: " + error.read().decode(
                 errors="replace")[:2000], error.code < 500  # fmt: skip
         except OSError as error:  # URLError, a timeout, a connection reset
             failure, final = f"failed: {getattr(error, 'reason', error)}", False
-        if done is not None and done():
+        if done is not None and (retried or not final) and done():
             print(f"release: {url} {failure}, but it took effect", file=sys.stderr)
             return b""
         if final or time.monotonic() > deadline:
             raise SystemExit(f"release: {url} {failure}")
         print(f"release: {url} {failure}: trying again", file=sys.stderr)
         time.sleep(POLL_SECONDS)
+        retried = True
 
 
 def authorization() -> dict[str, str]:

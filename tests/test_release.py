@@ -1031,20 +1031,27 @@ def test_a_run_cancelled_in_the_middle_of_a_job_is_completed_by_re_running_the_c
 
 @pytest.mark.slow
 @pytest.mark.parametrize("publish", [True, False], ids=["publish", "drop"])
-@pytest.mark.parametrize("answer", ["lost", "unavailable"])
+@pytest.mark.parametrize("answer", ["lost", "lost, its effect seen late", "unavailable"])
 def test_a_publication_or_a_drop_is_asked_again_only_while_central_has_not_done_it(
-    release_module, registries, bundle_files, capsys, publish, answer
+    release_module, registries, bundle_files, capsys, monkeypatch, publish, answer
 ):
     """Central publishes or drops the deployment, and its answer is lost (a 503 here; a timeout
-    is alike): asked again, it would refuse (a 400 for a deployment PUBLISHING or PUBLISHED, a
-    404 for one dropped). Its state, read again, says it is done. A request Central did not
-    carry out (unavailable) is made again."""
+    is alike): asked again, it refuses (a 400 for a deployment PUBLISHING or PUBLISHED, a 404
+    for one dropped). Its state, read again, says it is done: before the request is made again,
+    or, where Central showed the effect too late for that, once the retry is refused. A request
+    Central did not carry out (unavailable) is made again."""
     deployment = upload(registries, bundle_files)
-    getattr(registries, answer)["deployment"] = 1
+    getattr(registries, answer.split(",")[0])["deployment"] = 1
+    if answer == "lost, its effect seen late":
+        state, late = release_module.deployment_state, iter(["VALIDATED"])
+        monkeypatch.setattr(release_module, "deployment_state",
+                            lambda deployment: next(late, None) or state(deployment))
     release_module.publish_or_drop(deployment, publish)
+    err = capsys.readouterr().err
     said = ", but it took effect" if answer == "lost" else ": trying again"
-    assert (f"deployment/{deployment} answered 503 Service Unavailable: Service Unavailable"
-            f"{said}") in capsys.readouterr().err  # fmt: skip
+    assert f"{deployment} answered 503 Service Unavailable: Service Unavailable{said}" in err
+    refused = "answered 400 Bad Request: Deployment " if publish else "answered 404 Not Found"
+    assert (f"{refused}" in err and "but it took effect" in err) == answer.endswith("late")
     if publish:
         assert registries.deployments[deployment]["states"] == ["PUBLISHED"]
     else:
