@@ -792,6 +792,10 @@ UPLOAD_FAILURES = {
     "Central is down at the upload": (
         lambda runner, files: runner.registries.unavailable.update(upload=1),
         "upload?publishingType=USER_MANAGED&name=tf-stopgrad-", 0),
+    # Not taken for "not published", which would upload, or skip the upload, unseen.
+    "Central's API fails before the upload": (
+        lambda runner, files: runner.registries.unavailable.update(published=float("inf")),
+        "published?namespace=org.tfstopgrad&name=tf-stopgrad", 0),
     "Central's answer to the upload is lost": (
         lambda runner, files: runner.registries.lost.update(upload=1),
         "answered 503 Service Unavailable", 1),

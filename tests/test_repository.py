@@ -125,7 +125,7 @@ def test_workflows_pin_every_action_by_commit():
 def test_every_artifact_is_written_again_by_a_re_run_and_no_script_hides_an_exit_status():
     """A re-run is the same workflow run, where upload-artifact refuses a name it has unless told
     to overwrite it; a process substitution's status is lost (`diff <(a) <(b)` passes when both
-    fail)."""
+    fail), and so is a command substitution's in a test (`[[ $(a) == b ]]`: bash -e goes on)."""
     uploading = []
     for workflow in sorted(WORKFLOWS.glob("*.yml")):
         text = workflow.read_text()
@@ -134,6 +134,8 @@ def test_every_artifact_is_written_again_by_a_re_run_and_no_script_hides_an_exit
         assert all(re.match(r".*\n\s+(?:with: \{.*, )?overwrite: true\b", upload, re.S)
                    for upload in uploads), workflow.name  # fmt: skip
         assert not [script for script in run_blocks(text) if "<(" in script], workflow.name
+        assert not [script for script in run_blocks(text)
+                    if re.search(r"\[\[[^\]]*\$\(", script)], workflow.name  # fmt: skip
     assert uploading == ["ci.yml", "release.yml"]  # scheduled.yml's are ci.yml's
 
 
