@@ -1,20 +1,17 @@
 """The release's own steps, which .github/workflows/release.yml runs on the pushed tag and CI's
 release lane rehearses on the tag the version makes; run in the repository's root.
 
-    prepare VERSION          the release's commit, written: VERSION in pyproject.toml and
-        java/pom.xml, its CHANGELOG.md section ("Unreleased") dated today, README.md's Install
-        section offering `pip install tf_stopgrad` (RELEASED_INSTALL); then check's checks
+    prepare VERSION          the release's commit: VERSION in pyproject.toml and java/pom.xml, its
+        CHANGELOG.md section dated today, README.md's Install section offering it; then check
     check TAG NOTES          TAG, pyproject.toml, java/pom.xml (with the metadata Central
-        requires), CHANGELOG.md's dated section for the version, written to NOTES, and README.md's
-        Install section agree; for a dry run's vX.Y.Z.devN, X.Y.Z's section, dated or Unreleased
+        requires), CHANGELOG.md's dated section for the version, written to NOTES, and README.md
+        agree (for a dry run's vX.Y.Z.devN, X.Y.Z's section, dated or Unreleased)
     tag VERSION [--ci-passed]   check's checks for vVERSION on HEAD, which must be on origin's
         main, with CI's newest run on it passed (gh says; or, where it cannot, the flag); then
         vVERSION tags HEAD, pushed to origin
-    dev VERSION              release.yml's dry run: VERSION (X.Y.Z.devN of their X.Y.Z) written
-        into pyproject.toml and java/pom.xml
-    maven WHEELS [ARG...]    the jars of WHEELS' op libraries, signed by the pom's release profile
-        into Central's bundle, java/target/central-publishing/central-bundle.zip, not uploaded;
-        what Maven downloads must have the SHA-512 java/.mvn/checksums records
+    dev VERSION              the dry run's VERSION, X.Y.Z.devN, into pyproject.toml and the pom
+    maven WHEELS [ARG...]    the jars of WHEELS' op libraries, signed into Central's bundle by the
+        pom's release profile, which uploads nothing, with Maven 3.9's trusted checksums
     central-published VERSION | central-holds VERSION ID | central-upload BUNDLE |
     central-publish|central-drop ID   Central's Publisher API (token in MAVEN_CENTRAL_USERNAME,
         _PASSWORD): has it published VERSION; has it, or is ID VALIDATED (PyPI's gate); upload
@@ -81,8 +78,7 @@ def release_notes(tag: str) -> str:
     if missing:
         raise SystemExit(f"release: java/pom.xml lacks what Maven Central requires: "
                          f"{', '.join(missing)}")  # fmt: skip
-    # A dry run's X.Y.Z.devN (in its CI, tests/test_release.py's X.Y.Z.devN.devM): X.Y.Z's section
-    # and README.md as the commit has them, dated or not yet.
+    # A dry run's X.Y.Z.devN (or test_release's X.Y.Z.devN.devM): X.Y.Z's section, dated or not.
     release = re.sub(r"(\.dev\d+)+$", "", version)
     changelog = Path("CHANGELOG.md").read_text()
     section = re.search(rf"^(## \[{re.escape(release)}\][^\n]*)\n(.*?)(?=^## |\Z)", changelog,
@@ -105,8 +101,7 @@ def release_notes(tag: str) -> str:
     return section.group(2).strip() + "\n"
 
 
-# README.md's Install section opens with what is released; from the first release on, prepare
-# writes RELEASED_INSTALL over its first paragraph (OPENING), which says that none is tagged yet.
+# The first paragraph of README.md's Install section, which prepare writes from the first release.
 OPENING = r"^(No release is tagged yet|Each release is on PyPI).*?\n\n"
 RELEASED_INSTALL = (
     "Each release is on PyPI, `pip install tf_stopgrad` (a wheel: no compiler), and on Maven\n"
@@ -114,8 +109,7 @@ RELEASED_INSTALL = (
 
 
 def write_version(version: str, edits: dict[str, tuple[str, str]] | None = None) -> None:
-    """The version written into pyproject.toml and java/pom.xml, and in each file of edits, its
-    pattern's first match replaced; nothing is written unless each file has a match."""
+    """The version into pyproject.toml and java/pom.xml, and edits' first matches, if all match."""
     old = re.escape(tomllib.loads(Path("pyproject.toml").read_text())["project"]["version"])
     edits = {"pyproject.toml": (rf'^version = "{old}"$', f'version = "{version}"'),
              "java/pom.xml": (rf"<version>{old}</version>", f"<version>{version}</version>"),
@@ -161,7 +155,6 @@ def tag_release(version: str, ci_passed: bool) -> None:
             raise SystemExit(f"release: cannot tell whether CI passed on {commit} (gh: "
                              f"{asked.stderr.strip() if asked else 'not installed'}): see its "
                              "runs in the Actions tab, then again with --ci-passed")  # fmt: skip
-    # The newest run (gh lists it first): a later run that failed undoes an earlier success.
     elif (newest := [run["conclusion"] for run in json.loads(asked.stdout)][:1]) != ["success"]:
         raise SystemExit(f"release: CI's newest run on {commit} has not passed (its conclusion: "
                          f"{newest[0] or 'none yet' if newest else 'no run'}): tag once it has")
@@ -179,9 +172,8 @@ def dev_version(dev: str) -> None:
 
 def central_bundle(wheels: str, *maven_arguments: str) -> int:
     timestamp = os.environ.get("SOURCE_DATE_EPOCH") or git("log", "-1", "--format=%ct")
-    # Maven 3.9's trusted checksums: what Maven resolves must have the SHA-512 recorded there.
-    source, check = "-Daether.trustedChecksumsSource.summaryFile", "-Daether.artifactResolver." \
-        "postProcessor.trustedChecksums"  # fmt: skip
+    source = "-Daether.trustedChecksumsSource.summaryFile"  # Maven 3.9's trusted checksums
+    check = "-Daether.artifactResolver.postProcessor.trustedChecksums"
     command = ["java/mvnw", "--batch-mode", "--no-transfer-progress", "--strict-checksums", "-f",
                "java/pom.xml", "-P", "release", "deploy", "-Dproject.build.outputTimestamp="
                f"{timestamp.strip()}", f"-Dtf_stopgrad.wheels={Path(wheels).resolve()}",
@@ -197,9 +189,8 @@ def fetch(url: str, data: bytes | None = None, headers: dict | None = None,
           done: Callable[[], bool] | None = None) -> bytes | None:  # fmt: skip
     """The answer's body to a GET (a POST with data), or None for a 404; a 5xx, a failed connection
     or a timeout is tried again until the deadline (WAIT_SECONDS from now), other errors fail.
-    done, for a request that changes something, says after an error that may hide its effect (one
-    tried again, or the refusal of a retry) whether it took effect all the same, its answer lost:
-    then it is not made again, which the registry would refuse."""
+    done, for a request that changes something, says after an error that may hide its effect (to
+    be tried again, or a retry refused) whether it took effect: then it is not made (again)."""
     request = urllib.request.Request(url, data, headers or {}, method=method)
     deadline, retried = deadline or time.monotonic() + WAIT_SECONDS, False
     while True:
@@ -229,8 +220,7 @@ def authorization() -> dict[str, str]:
 
 
 def central(path: str, data: bytes | None = b"", method: str | None = None,
-            deadline: float | None = None, done: Callable[[], bool] | None = None,
-            ) -> dict:  # fmt: skip
+            deadline: float | None = None, done: Callable[[], bool] | None = None) -> dict:
     """Central's Publisher API's answer to a POST (a GET if data is None; or method)."""
     answer = fetch(f"{CENTRAL_API}/{path}", data, authorization(), method, deadline, done)
     if answer is None:
@@ -245,17 +235,15 @@ def deployment_state(deployment: str) -> str | None:
 
 
 def publish_or_drop(deployment: str, publish: bool) -> None:
-    """A POST that publishes it, or a DELETE that drops it: once PUBLISHING or PUBLISHED after a
-    publication, or gone after a drop, it is done, whatever the request's answer was."""
+    """Published (a POST) or dropped (a DELETE): done once PUBLISHING or PUBLISHED, or gone."""
     effect = ("PUBLISHING", "PUBLISHED") if publish else (None,)
     central(f"deployment/{deployment}", b"" if publish else None, None if publish else "DELETE",
             done=lambda: deployment_state(deployment) in effect)  # fmt: skip
 
 
 def upload(bundle: str, name: str) -> None:
-    """Uploads the bundle as a deployment that waits to be published, once: a second attempt
-    could make a second. Its id, printed at once (a dry run drops it, whatever comes); then
-    Central's API must say it is VALIDATED."""
+    """The bundle uploaded, once (a second attempt could make a second deployment), to wait; its
+    id printed at once (a dry run drops it, whatever comes), then Central must say VALIDATED."""
     boundary = os.urandom(16).hex()
     form = (f'--{boundary}\r\nContent-Disposition: form-data; name="bundle"; filename="{name}.zip"'
             "\r\nContent-Type: application/octet-stream\r\n\r\n").encode()  # fmt: skip
