@@ -934,7 +934,7 @@ def test_the_link_check_finds_each_broken_link_and_follows_githubs_anchors(tmp_p
 def python3_stand_in(directory: Path, lanes: list[str]) -> dict[str, str]:
     """An environment whose python3, for .ci/run, makes a tools venv of stand-ins with `-m venv`
     (a pip that reads what it is given, a tox that lists ``lanes``; nothing is downloaded) and
-    is this Python otherwise."""
+    is this Python otherwise; without the dry run's DEV_VERSION, which its CI's lanes have."""
     listed = "".join(f"{lane}\\\\n" for lane in lanes)
     (directory / "bin").mkdir()
     (directory / "bin" / "python3").write_text(
@@ -944,7 +944,8 @@ def python3_stand_in(directory: Path, lanes: list[str]) -> dict[str, str]:
         '  chmod +x "$3/bin/pip" "$3/bin/tox"; exit\nfi\n'
         f'exec "{sys.executable}" "$@"\n')  # fmt: skip
     (directory / "bin" / "python3").chmod(0o755)
-    return {**os.environ, "PATH": f"{directory / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    environment = {name: value for name, value in os.environ.items() if name != "DEV_VERSION"}
+    return {**environment, "PATH": f"{directory / 'bin'}{os.pathsep}{os.environ['PATH']}"}
 
 
 @pytest.mark.slow
