@@ -20,8 +20,8 @@ pre-release is taken only where pip takes pre-releases (``PIP_PRE``).
 
 Each downloaded wheel must have the SHA-256 that ``tensorflow_wheels.sha256`` (``sha256sum``'s
 format) records for its name, so that a file uploaded again under that name cannot change a
-build unseen. A wheel the table does not name (a new minor's, a new patch release's) is built
-against with a note that names the line to add: adding a minor stays a change of three files.
+build unseen. One it does not name (a new minor's or patch release's) fails a build under CI
+(``CI`` set, as for the released wheels), naming the command that records it; elsewhere, a note.
 """
 
 from __future__ import annotations
@@ -206,12 +206,9 @@ def _download(requirement: str, architecture: str, into: Path) -> Path:
     result = subprocess.run(command, capture_output=True, text=True)
     wheels = list(set(into.glob("*.whl")) - before)
     if result.returncode != 0 or len(wheels) != 1:
-        raise SystemExit(
-            f"tf_stopgrad: could not download {requirement} to build against it:\n"
-            f"{result.stderr.strip()[-2000:]}\n"
-            "The wheel build needs the package index (or pip's cache) to fetch each "
-            "TensorFlow release it builds for."
-        )
+        raise SystemExit(f"tf_stopgrad: could not download {requirement} to build against it:\n"
+                         f"{result.stderr.strip()[-2000:]}\nThe wheel build needs the package "
+                         "index (or pip's cache) to fetch each TensorFlow release it builds for.")
     return _verified(wheels[0])
 
 
@@ -224,14 +221,16 @@ def _verified(wheel: Path) -> Path:
             digest.update(block)
     table = f"build_backend/{_WHEEL_SHA256.name}"
     if wheel.name not in recorded:
-        print(f"tf_stopgrad: {wheel.name} is not in {table}: its bytes are not checked. Add its "
-              f"line, '{digest.hexdigest()}  {wheel.name}', once PyPI's page of the release "
-              "shows that SHA-256", file=sys.stderr)  # fmt: skip
+        unrecorded = (f"tf_stopgrad: {wheel.name} is not in {table}: its bytes are not checked. "
+                      "Once PyPI's page of the release shows its SHA-256, record it: echo "
+                      f"'{digest.hexdigest()}  {wheel.name}' >>{table}")  # fmt: skip
+        if os.environ.get("CI"):  # CI's builds, the released ones, take recorded wheels only
+            raise SystemExit(unrecorded)
+        print(unrecorded, file=sys.stderr)
     elif recorded[wheel.name] != digest.hexdigest():
         raise SystemExit(f"tf_stopgrad: {wheel.name} has the SHA-256 {digest.hexdigest()}, not "
-                         f"{recorded[wheel.name]} as {table} records: the index serves "
-                         "other bytes under that name; build against it only once you know "
-                         "why")  # fmt: skip
+                         f"{recorded[wheel.name]} as {table} records: the index serves other "
+                         "bytes under that name; build against it only once you know why")
     return wheel
 
 

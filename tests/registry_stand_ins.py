@@ -15,6 +15,7 @@ serves, until it is stopped, at http://127.0.0.1:PORT:
   PUBLISHING, then PUBLISHED, and its files are in the repository (RegistryStandIns.publication
   can end it otherwise). Dropped (DELETE), a VALIDATED or FAILED deployment is gone; another is
   refused. RegistryStandIns.unavailable makes an endpoint answer 503, as often as it says;
+  RegistryStandIns.lost makes one do what it is asked, then answer 503 (an answer lost);
 - /maven2/: that repository;
 - /pypi/PROJECT/VERSION/json: PyPI's JSON API for the files of PYPI_FILES (a directory).
 """
@@ -51,8 +52,10 @@ class RegistryStandIns(ThreadingHTTPServer):
         self.immediate = False  # True: a deployment's state is at once the last it reaches
         # A publication's states: one that ends FAILED, or not at all, publishes nothing.
         self.publication = ("PUBLISHING", "PUBLISHED")
-        # The Publisher API's endpoints (status, published, ...) that answer 503, how many times.
+        # The Publisher API's endpoints (status, published, upload, deployment) that answer 503,
+        # how many times; those that do what they are asked first (the answer lost on its way).
         self.unavailable: dict[str, float] = {}
+        self.lost: dict[str, float] = {}
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
 
     def __enter__(self) -> RegistryStandIns:
@@ -143,7 +146,7 @@ class Handler(BaseHTTPRequestHandler):
         endpoint = url.path.removeprefix("/api/v1/publisher/")
         deployments = self.server.deployments
         if endpoint == "upload":
-            return self.upload(body, query)
+            return self.upload(body, query, url.path)
         if endpoint == "status" and query.get("id") in deployments:
             deployment = deployments[query["id"]]
             status = {"deploymentId": query["id"], "deploymentName": deployment["name"],
@@ -159,11 +162,14 @@ class Handler(BaseHTTPRequestHandler):
             if self.server.publication[-1] == "PUBLISHED":
                 self.server.publish(deployment)
             deployment["states"] = self.states(*self.server.publication)
-            return self.answer(204)
+            return self.answer(*self.lost_answer(url.path) or (204,))
         self.answer(404)
 
     def do_DELETE(self) -> None:
-        drop = urllib.parse.urlsplit(self.path).path.removeprefix("/api/v1/publisher/deployment/")
+        path = urllib.parse.urlsplit(self.path).path
+        drop = path.removeprefix("/api/v1/publisher/deployment/")
+        if self.overloaded(path):
+            return self.answer(503, "Service Unavailable")
         if not self.authenticated():
             return
         if (deployment := self.server.deployments.get(drop)) is None:
@@ -171,14 +177,24 @@ class Handler(BaseHTTPRequestHandler):
         if deployment["states"][0] not in ("VALIDATED", "FAILED"):
             return self.answer(400, f"Deployment {drop} is {deployment['states'][0]}")
         del self.server.deployments[drop]
-        self.answer(204)
+        self.answer(*self.lost_answer(path) or (204,))
 
     def overloaded(self, path: str) -> bool:
         """Whether the endpoint at path answers 503 this time."""
-        endpoint = path.removeprefix("/api/v1/publisher/")
-        if self.server.unavailable.get(endpoint, 0) <= 0:
+        return self.counted(self.server.unavailable, path)
+
+    def lost_answer(self, path: str) -> tuple[int, str] | None:
+        """The 503 that the endpoint at path answers this time, after doing its work; or None."""
+        return (503, "Service Unavailable") if self.counted(self.server.lost, path) else None
+
+    @staticmethod
+    def counted(times: dict[str, float], path: str) -> bool:
+        """Whether the endpoint at path (its first part: deployment for deployment/ID) is one
+        of times', which then counts one time less."""
+        endpoint = path.removeprefix("/api/v1/publisher/").split("/")[0]
+        if times.get(endpoint, 0) <= 0:
             return False
-        self.server.unavailable[endpoint] -= 1
+        times[endpoint] -= 1
         return True
 
     def states(self, *states: str) -> list[str]:
@@ -193,7 +209,7 @@ class Handler(BaseHTTPRequestHandler):
         self.answer(401, "Invalid token")
         return False
 
-    def upload(self, body: bytes, query: dict[str, str]) -> None:
+    def upload(self, body: bytes, query: dict[str, str], url_path: str) -> None:
         head = f"Content-Type: {self.headers.get('Content-Type')}\r\n\r\n".encode()
         form = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
         parts = [part for part in form.iter_parts()
@@ -216,7 +232,7 @@ class Handler(BaseHTTPRequestHandler):
             "name": query.get("name", "bundle"),
             "components": components,
         }  # fmt: skip
-        self.answer(201, deployment)
+        self.answer(*self.lost_answer(url_path) or (201, deployment))
 
     def pypi(self, project: str, version: str) -> None:
         prefix = re.sub(r"[-_.]+", "_", project).lower() + f"-{version}"

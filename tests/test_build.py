@@ -743,12 +743,11 @@ RECORDED = REPO_ROOT / "build_backend" / "tensorflow_wheels.sha256"
 def test_the_wheels_lane_s_tensorflow_wheels_each_have_a_recorded_sha256():
     """The wheels lane (bookworm's Python 3.11) downloads, for each supported minor, its newest
     patch release's wheel for both architectures (2.15's aarch64 one a shell that leads to
-    tensorflow-cpu-aws): each is in the table, with a SHA-256; but the newest minor's may not be
-    yet, on the day it is added (CONTRIBUTING.md, "Adding a TensorFlow minor": three files)."""
+    tensorflow-cpu-aws): each is in the table, with a SHA-256, which CI's build requires (the
+    newest minor's too: CONTRIBUTING.md, "Adding a TensorFlow minor")."""
     recorded = dict(line.split()[::-1] for line in RECORDED.read_text().splitlines())
     assert all(re.fullmatch(r"[0-9a-f]{64}", digest) for digest in recorded.values())
-    *recorded_minors, newest = supported_tensorflow.minors()
-    for major, minor in recorded_minors:
+    for major, minor in supported_tensorflow.minors():
         for architecture in ("x86_64", "aarch64"):
             wheel = rf"tensorflow-{major}\.{minor}\.\d+-cp311-cp311-manylinux\S*_{architecture}"
             wheel += r"\.whl"
@@ -764,6 +763,7 @@ def test_a_downloaded_tensorflow_wheel_must_have_its_recorded_sha256(
     name, digest = RECORDED.read_text().splitlines()[0].split()[::-1]
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000") if dated else monkeypatch.delenv(
         "SOURCE_DATE_EPOCH", raising=False)  # fmt: skip
+    monkeypatch.delenv("CI", raising=False)
     (tmp_path / "dest").mkdir()
     monkeypatch.setattr(tensorflow_wheels, "_PIP", fake_pip_download(tmp_path, name, b"re-upload"))
     with pytest.raises(SystemExit, match=rf"{re.escape(name)} has the SHA-256 [0-9a-f]{{64}}, "
@@ -771,12 +771,29 @@ def test_a_downloaded_tensorflow_wheel_must_have_its_recorded_sha256(
         tensorflow_wheels._download("tensorflow==2.15.*", "x86_64", tmp_path / "dest")
 
     # A wheel the table does not name (a new minor's, a new patch release's) is no re-upload:
-    # built against, with a note that says which line to add.
+    # built against, with a note that names the command that records it; under CI, whose builds
+    # are released, it fails, naming that command.
     unrecorded = "tensorflow-2.99.0-cp311-cp311-manylinux_2_27_x86_64.whl"
     (tmp_path / "other").mkdir()
     monkeypatch.setattr(tensorflow_wheels, "_PIP", fake_pip_download(tmp_path, unrecorded, b"new"))
     downloaded = tensorflow_wheels._download("tensorflow", "x86_64", tmp_path / "other")
     assert downloaded == tmp_path / "other" / unrecorded
-    new_digest = hashlib.sha256(b"new").hexdigest()
+    record = (f"echo '{hashlib.sha256(b'new').hexdigest()}  {unrecorded}' "
+              ">>build_backend/tensorflow_wheels.sha256")  # fmt: skip
     assert (f"{unrecorded} is not in build_backend/tensorflow_wheels.sha256: its bytes are not "
-            f"checked. Add its line, '{new_digest}  {unrecorded}'") in capfd.readouterr().err
+            f"checked. Once PyPI's page of the release shows its SHA-256, record it: {record}"
+            ) in capfd.readouterr().err  # fmt: skip
+    monkeypatch.setenv("CI", "true")
+    (tmp_path / "under-ci").mkdir()
+    with pytest.raises(SystemExit, match=re.escape(f"{unrecorded} is not in")) as failed:
+        tensorflow_wheels._download("tensorflow", "x86_64", tmp_path / "under-ci")
+    assert str(failed.value).endswith(record)
+    # The command records the wheel: the table then names it, with the digest the build checks.
+    table = tmp_path / "tensorflow_wheels.sha256"
+    shutil.copy(RECORDED, table)
+    subprocess.run(record.replace("build_backend/tensorflow_wheels.sha256", str(table)), shell=True,
+                   check=True)  # fmt: skip
+    monkeypatch.setattr(tensorflow_wheels, "_WHEEL_SHA256", table)
+    (tmp_path / "recorded").mkdir()
+    assert tensorflow_wheels._download("tensorflow", "x86_64", tmp_path / "recorded").name == (
+        unrecorded)  # fmt: skip

@@ -1,7 +1,7 @@
 """The release's calls to the registries (.ci/release.py) against tests/registry_stand_ins.py:
 the order release.yml runs them in, and each way a registry can refuse the release or serve
-other bytes than it built, which must fail the release and say so. Here a bundle is uploaded as
-the central-publishing-maven-plugin uploads it (CI's release lane runs the plugin itself).
+other bytes than it built, which must fail the release and say so. Here a bundle is Central's
+as the release profile of java/pom.xml makes it (CI's release lane runs Maven itself).
 
 None uses TensorFlow, which conftest.py imports all the same.
 """
@@ -119,12 +119,10 @@ def upload(registries, files: dict[str, bytes]) -> str:
     return post_bundle(f"{registries.url}/api/v1/publisher", zipped(files))
 
 
-def maven_log(tmp_path: Path, deployment: str) -> str:
-    """A log of Maven's with the plugin's line naming the deployment it uploaded."""
-    log = tmp_path / "maven.log"
-    log.write_text("[INFO] Uploaded bundle successfully, deployment name: Deployment, "
-                   f"deploymentId: {deployment}. Deployment will require manual publishing\n")
-    return str(log)
+def bundle_file(tmp_path: Path, files: dict[str, bytes]) -> str:
+    """The bundle of files, as Maven leaves it for .ci/release.py central-upload."""
+    (path := tmp_path / "central-bundle.zip").write_bytes(zipped(files))
+    return str(path)
 
 
 def release(registries, *arguments: str, **environment: str) -> subprocess.CompletedProcess:
@@ -158,9 +156,10 @@ def wheels(tmp_path: Path, version: str = VERSION) -> Path:
 @pytest.mark.slow
 def test_the_release_in_its_order_publishes_what_it_built(registries, bundle_files, tmp_path):
     assert release(registries, "central-published", VERSION).stdout == "false\n"
-    deployment = upload(registries, bundle_files)
-    validated = release(registries, "central-validated", maven_log(tmp_path, deployment))
+    validated = release(registries, "central-upload", bundle_file(tmp_path, bundle_files))
+    [deployment] = registries.deployments
     assert validated.stdout == f"{deployment}\n", validated.stderr
+    assert registries.deployments[deployment]["name"] == f"tf-stopgrad-{VERSION}"
     assert not registries.repository, "an upload published something"
 
     dist = wheels(tmp_path)
@@ -204,27 +203,35 @@ def test_a_deployment_dropped_is_gone_and_one_published_cannot_be_dropped(
 def test_a_deployment_central_refused_is_neither_validated_nor_published(
     registries, bundle_files, tmp_path
 ):
-    deployment = upload(registries, {**bundle_files, f"{BASE}.jar": b"other bytes"})
-    for job in (("central-validated", maven_log(tmp_path, deployment)),
-                ("central-publish", deployment)):  # fmt: skip
-        refused = release(registries, *job)
-        assert refused.returncode == 1 and not registries.repository
-        # The id, printed at once (a dry run drops it), is no word that it is validated.
-        assert refused.stdout == (f"{deployment}\n" if job[0] == "central-validated" else "")
-        assert f"deployment {deployment} is FAILED, not" in refused.stderr
-        assert f"{BASE}.jar.asc: missing, or not a valid signature" in refused.stderr
+    refused = release(registries, "central-upload",
+                      bundle_file(tmp_path, {**bundle_files, f"{BASE}.jar": b"other bytes"}))
+    [deployment] = registries.deployments
+    # The id, printed at once (a dry run drops it), is no word that it is validated.
+    assert refused.returncode == 1 and refused.stdout == f"{deployment}\n"
+    published = release(registries, "central-publish", deployment)
+    assert published.returncode == 1 and not published.stdout and not registries.repository
+    for output in (refused.stderr, published.stderr):
+        assert f"deployment {deployment} is FAILED, not" in output
+        assert f"{BASE}.jar.asc: missing, or not a valid signature" in output
+    # Central never publishes it; it stays until dropped, as a validated one is.
+    assert release(registries, "central-drop", deployment).returncode == 0
+    assert not registries.deployments
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("named", ["", "0123abcd-0000"])
-def test_no_deployment_or_one_central_does_not_know_is_not_validated(registries, tmp_path, named):
-    log = maven_log(tmp_path, named)
-    if not named:
-        Path(log).write_text("[INFO] BUILD SUCCESS\n")
-    validated = release(registries, "central-validated", log)
-    assert validated.returncode == 1 and validated.stdout == f"{named}\n"
-    message = f"Publisher API has no status?id={named}" if named else "'' is no deployment id"
-    assert message in validated.stderr
+@pytest.mark.parametrize("answer", ["unavailable", "lost"])
+def test_an_upload_is_made_once_whatever_central_answers(registries, bundle_files, tmp_path,
+                                                         answer):  # fmt: skip
+    """A 5xx (or a timeout) at the upload fails it at once: had Central taken the bundle (its
+    answer lost), a second upload would leave a second deployment. The one it took waits, its
+    id unknown, for a maintainer to drop: CONTRIBUTING.md's row says where to find it."""
+    getattr(registries, answer)["upload"] = 1
+    failed = release(registries, "central-upload", bundle_file(tmp_path, bundle_files))
+    assert failed.returncode == 1 and not failed.stdout
+    assert "upload?publishingType=USER_MANAGED&name=tf-stopgrad-" in failed.stderr
+    assert "answered 503 Service Unavailable" in failed.stderr and "trying" not in failed.stderr
+    assert len(registries.deployments) == (answer == "lost")
+    assert not registries.repository
 
 
 def without(name: str):
@@ -450,9 +457,8 @@ def test_the_preflight_fails_on_what_would_fail_central(registries, protected_ke
 
 def maven(arguments: list[str]) -> None:
     """Maven with the release profile, as far as the release's scripts see it (java/mvnw runs it):
-    the bundle, BUNDLE's bytes, in java/target/central-publishing, and its jars in java/target;
-    unless -DskipUpload=true, uploaded to CENTRAL_API and the plugin's line naming the deployment
-    (DEPLOYMENT_ID's, when set) logged; then Maven exits with MAVEN_STATUS."""
+    the bundle, BUNDLE's bytes, in java/target/central-publishing, and its jars in java/target
+    (the profile uploads nothing); then Maven exits with MAVEN_STATUS."""
     target = Path("java/target/central-publishing")
     target.mkdir(parents=True, exist_ok=True)
     bundle = Path(os.environ["BUNDLE"]).read_bytes()
@@ -461,12 +467,6 @@ def maven(arguments: list[str]) -> None:
         for name in archive.namelist():
             if name.endswith(".jar"):
                 (target.parent / name.rsplit("/", 1)[1]).write_bytes(archive.read(name))
-    if "-DskipUpload=true" not in arguments:
-        deployment = post_bundle(os.environ["CENTRAL_API"], bundle)
-        if os.environ.get("DEPLOYMENT_ID", deployment):
-            print(f"[INFO] Uploaded bundle successfully, deployment name: Deployment, deploymentId:"
-                  f" {os.environ.get('DEPLOYMENT_ID', deployment)}. Deployment will require manual"
-                  " publishing")  # fmt: skip
     if status := int(os.environ.get("MAVEN_STATUS", "0")):
         print("[ERROR] BUILD FAILURE")
     sys.exit(status)
@@ -524,9 +524,10 @@ class Runner:
             (tmp_path / "notes").mkdir()
             (tmp_path / "notes" / "notes.md").write_text("The release's notes.\n")
             self.store("notes", tmp_path / "notes")
-        # PyPI: what it has (twine uploaded); whether it serves that at once; what it refuses.
+        # PyPI: what it has (twine uploaded); whether it serves that at once; what it refuses;
+        # whether it is down (from the second file on).
         self.pypi_has: set[str] = set()
-        self.pypi_serves, self.pypi_refuses = True, set()
+        self.pypi_serves, self.pypi_refuses, self.pypi_down = True, set(), False
         self.rejected: set[str] = set()  # the jobs whose environment's approval is rejected
         self.before: dict = {}  # what happens once, before a job: its name, a function
         (tmp_path / "bin").mkdir()
@@ -561,7 +562,8 @@ class Runner:
     def checkout(self) -> None:
         """The files the jobs read, as each job's checkout has them: a dry run's version is
         written again by each job that needs it."""
-        for name in (".ci/release.py", "java/pom.xml", "pyproject.toml", "CHANGELOG.md"):
+        for name in (".ci/release.py", "java/pom.xml", "pyproject.toml", "CHANGELOG.md",
+                     "README.md"):  # fmt: skip
             (self.work / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(REPO_ROOT / name, self.work / name)
         (self.work / "java" / "mvnw").write_text(  # the Maven wrapper's place: the stand-in
@@ -594,6 +596,8 @@ class Runner:
                 continue
             if {"*", file.name} & self.pypi_refuses:
                 return f"ERROR HTTPError: 400 Bad Request from PyPI: {file.name}"
+            if self.pypi_down and self.pypi_has:
+                return f"ERROR HTTPError: 503 Service Unavailable from PyPI: {file.name}"
             self.pypi_has.add(file.name)
             if self.pypi_serves:
                 shutil.copy(file, self.registries.pypi_files / file.name)
@@ -769,19 +773,32 @@ def test_the_comparison_of_the_jars_fails_when_either_side_has_none(tmp_path, em
     assert ran.returncode != 0 and "*.jar" in ran.stderr, ran.stderr
 
 
-# How Central can fail to take the jars at the upload: (the change, what the job says).
+def other_jars_than_ci_s(runner, files):
+    """CI's release lane built other jars (jars-ci) than Maven builds in central-upload."""
+    for jar in (runner.artifacts / "jars-ci").iterdir():
+        jar.write_bytes(b"other bytes")
+
+
+# How central-upload can fail: (the change, what the job says, how many deployments it leaves:
+# none, unless Central took the bundle).
 UPLOAD_FAILURES = {
     "Central refuses the bundle": (
         lambda runner, files: runner.build(without(f"{BASE}.jar.asc")(files)),
-        "is FAILED, not VALIDATED, and never will be"),
+        "is FAILED, not VALIDATED, and never will be", 1),
     "Maven fails": (lambda runner, files: runner.environment.update(MAVEN_STATUS="1"),
-                    "[ERROR] BUILD FAILURE"),
-    "Maven names no deployment": (
-        lambda runner, files: runner.environment.update(DEPLOYMENT_ID=""),
-        "'' is no deployment id"),
-    "Maven names another deployment": (
-        lambda runner, files: runner.environment.update(DEPLOYMENT_ID="0123abcd"),
-        "Central's Publisher API has no status?id=0123abcd"),
+                    "[ERROR] BUILD FAILURE", 0),
+    # Compared before anything is uploaded.
+    "The jars are not CI's": (other_jars_than_ci_s, f"tf-stopgrad-{VERSION}.jar", 0),
+    "Central is down at the upload": (
+        lambda runner, files: runner.registries.unavailable.update(upload=1),
+        "upload?publishingType=USER_MANAGED&name=tf-stopgrad-", 0),
+    # Not taken for "not published", which would upload, or skip the upload, unseen.
+    "Central's API fails before the upload": (
+        lambda runner, files: runner.registries.unavailable.update(published=float("inf")),
+        "published?namespace=org.tfstopgrad&name=tf-stopgrad", 0),
+    "Central's answer to the upload is lost": (
+        lambda runner, files: runner.registries.lost.update(upload=1),
+        "answered 503 Service Unavailable", 1),
 }  # fmt: skip
 
 
@@ -790,11 +807,12 @@ UPLOAD_FAILURES = {
 def test_the_upload_fails_unless_central_says_the_deployment_is_validated(
     runner, bundle_files, failure
 ):
-    change, says = UPLOAD_FAILURES[failure]
+    change, says, deployments = UPLOAD_FAILURES[failure]
     change(runner, bundle_files)
     failed, output = runner.run()
     assert failed == "central-upload" and says in output, output
     assert not runner.public() and runner.results["pypi"] == "skipped"
+    assert len(runner.registries.deployments) == deployments
 
 
 def slow_repository(runner, files):
@@ -815,17 +833,13 @@ def mend(**settings):
         runner.build(files)
         runner.environment.pop("MAVEN_STATUS", None)
         runner.pypi_refuses.clear()
+        runner.pypi_down = False
         runner.rejected.clear()
         runner.registries.unavailable.clear()
+        runner.registries.lost.clear()
         vars(runner.registries).update(settings)
 
     return mended
-
-
-def other_jars_than_ci_s(runner, files):
-    """CI's release lane built other jars (jars-ci) than Maven builds in central-upload."""
-    for jar in (runner.artifacts / "jars-ci").iterdir():
-        jar.write_bytes(b"other bytes")
 
 
 def dropped_before_pypi(runner, files):
@@ -848,13 +862,22 @@ RERUNS = {
                                    "central-upload", "is FAILED, not VALIDATED", set(), mend(),
                                    "central-upload", False),
     "Maven fails": (UPLOAD_FAILURES["Maven fails"][0], "central-upload", "BUILD FAILURE", set(),
-                    mend(), "central-upload", True),  # here after its upload
+                    mend(), "central-upload", False),
+    "Central is down at the upload": (
+        UPLOAD_FAILURES["Central is down at the upload"][0], "central-upload",
+        "answered 503 Service Unavailable", set(), mend(), "central-upload", False),
+    "Central's answer to the upload is lost": (
+        UPLOAD_FAILURES["Central's answer to the upload is lost"][0], "central-upload",
+        "answered 503 Service Unavailable", set(), mend(), "central-upload", True),
     "Central's API fails after the upload": (
         lambda runner, files: runner.registries.unavailable.update(status=float("inf")),
         "central-upload", "answered 503 Service Unavailable", set(), mend(), "central-upload",
         True),
     "The jars are not CI's": (other_jars_than_ci_s, "central-upload", f"tf-stopgrad-{VERSION}.jar",
-                              set(), mend(), "central-upload", True),
+                              set(), mend(), "central-upload", False),
+    "Central's upload approval is rejected, or expires": (
+        lambda runner, files: runner.rejected.add("central-upload"), "central-upload", "rejected",
+        set(), mend(), "central-upload", False),
     "PyPI refuses the upload": (lambda runner, files: runner.pypi_refuses.add("*"), "pypi",
                                 "400 Bad Request", set(), mend(), "pypi", False),
     "PyPI refuses a file after others": (
@@ -863,12 +886,15 @@ RERUNS = {
     "The deployment was dropped": (dropped_before_pypi, "pypi",
                                    "Central's Publisher API has no status?id=", set(), mend(),
                                    "central-upload", False),
-    "PyPI's approval is rejected": (lambda runner, files: runner.rejected.add("pypi"), "pypi",
-                                    "rejected", set(), mend(), "pypi", False),
+    "PyPI's approval is rejected, or expires": (
+        lambda runner, files: runner.rejected.add("pypi"), "pypi", "rejected", set(), mend(),
+        "pypi", False),
+    "PyPI is down": (lambda runner, files: setattr(runner, "pypi_down", True), "pypi",
+                     "503 Service Unavailable from PyPI", {"PyPI"}, mend(), "pypi", False),
     "PyPI is slow to serve": (lambda runner, files: setattr(runner, "pypi_serves", False),
                               "pypi-served", "it is slow to serve", {"PyPI"},
                               lambda runner, files: runner.pypi_served(), "pypi-served", False),
-    "Central's approval is rejected": (
+    "Central's publication approval is rejected, or expires": (
         lambda runner, files: runner.rejected.add("central-publish"), "central-publish",
         "rejected", {"PyPI", "GitHub"}, mend(), "central-publish", False),
     "Central fails the publication": (
@@ -948,6 +974,94 @@ def test_a_run_cancelled_between_jobs_is_completed_by_re_running_the_cancelled_o
     assert runner.public() == EVERYWHERE and not waiting(runner.registries)
 
 
+@pytest.mark.slow
+def test_a_rejected_or_expired_approval_of_the_preflight_publishes_nothing_until_re_run(runner):
+    row = (r"^\| Central's preflight approval is rejected, or expires \(`preflight`\) \| "
+           r"nothing \| `preflight`")
+    assert re.search(row, (REPO_ROOT / "CONTRIBUTING.md").read_text(), re.M), row
+    runner.results["preflight"] = "failure"  # as GitHub fails a job whose approval it lacks
+    assert runner.run() == (None, "")
+    assert {runner.results[job] for job in Runner.JOBS} == {"skipped"} and not runner.public()
+    runner.results["preflight"] = "success"  # "Re-run failed jobs": preflight, approved this time
+    assert runner.run() == (None, "") and runner.public() == EVERYWHERE
+
+
+def cancelled_in_central_upload(runner, files, tmp_path):
+    """After its upload, as it waits for Central's validation: its log has the id."""
+    uploaded = release(runner.registries, "central-upload", bundle_file(tmp_path, files))
+    runner.results["central-upload"] = "cancelled"
+    return uploaded.stdout.strip()
+
+
+def cancelled_in_pypi(runner, files, tmp_path):
+    """After PyPI took a file."""
+    assert runner.run(cancelled_after="central-upload") == (None, "")
+    first = sorted(os.listdir(runner.dist))[0]
+    runner.pypi_has.add(first)
+    shutil.copy(runner.dist / first, runner.registries.pypi_files / first)
+    runner.results["pypi"] = "cancelled"
+
+
+def cancelled_in_central_publish(runner, files, tmp_path):
+    """After Central took the publication, as it waits for it to end."""
+    assert runner.run(cancelled_after="pypi-served") == (None, "")
+    runner.registries.publication = ("PUBLISHING",)
+    deployment = runner.outputs["central-upload"]["deployment"]
+    assert release(runner.registries, "central-publish", deployment,
+                   RELEASE_WAIT_SECONDS="0").returncode == 1  # fmt: skip
+    publish_at_last(runner, files)
+    runner.results["central-publish"] = "cancelled"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cancelled", [cancelled_in_central_upload, cancelled_in_pypi,
+                                       cancelled_in_central_publish])  # fmt: skip
+def test_a_run_cancelled_in_the_middle_of_a_job_is_completed_by_re_running_the_cancelled_ones(
+    runner, bundle_files, tmp_path, cancelled
+):
+    """GitHub stops a cancelled job where it is; the jobs after it do not run. "Re-run failed
+    jobs" takes the cancelled job and those after it, each of which finds what is done; a
+    deployment the cancelled upload made waits, to be dropped by the id its log printed."""
+    row = r"^\| The run is cancelled in the middle of a job \| [^|]+ \| the cancelled jobs"
+    assert re.search(row, (REPO_ROOT / "CONTRIBUTING.md").read_text(), re.M), row
+    printed = cancelled(runner, bundle_files, tmp_path)
+    job = cancelled.__name__.removeprefix("cancelled_in_").replace("_", "-")
+    assert runner.run(job) == (None, "") and runner.public() == EVERYWHERE
+    assert waiting(runner.registries) == ([printed] if printed else [])
+    if printed:
+        assert release(runner.registries, "central-drop", printed).returncode == 0
+        assert not waiting(runner.registries)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("publish", [True, False], ids=["publish", "drop"])
+@pytest.mark.parametrize("answer", ["lost", "lost, its effect seen late", "unavailable"])
+def test_a_publication_or_a_drop_is_asked_again_only_while_central_has_not_done_it(
+    release_module, registries, bundle_files, capsys, monkeypatch, publish, answer
+):
+    """Central publishes or drops the deployment, and its answer is lost (a 503 here; a timeout
+    is alike): asked again, it refuses (a 400 for a deployment PUBLISHING or PUBLISHED, a 404
+    for one dropped). Its state, read again, says it is done: before the request is made again,
+    or, where Central showed the effect too late for that, once the retry is refused. A request
+    Central did not carry out (unavailable) is made again."""
+    deployment = upload(registries, bundle_files)
+    getattr(registries, answer.split(",")[0])["deployment"] = 1
+    if answer == "lost, its effect seen late":
+        state, late = release_module.deployment_state, iter(["VALIDATED"])
+        monkeypatch.setattr(release_module, "deployment_state",
+                            lambda deployment: next(late, None) or state(deployment))
+    release_module.publish_or_drop(deployment, publish)
+    err = capsys.readouterr().err
+    said = ", but it took effect" if answer == "lost" else ": trying again"
+    assert f"{deployment} answered 503 Service Unavailable: Service Unavailable{said}" in err
+    refused = "answered 400 Bad Request: Deployment " if publish else "answered 404 Not Found"
+    assert (f"{refused}" in err and "but it took effect" in err) == answer.endswith("late")
+    if publish:
+        assert registries.deployments[deployment]["states"] == ["PUBLISHED"]
+    else:
+        assert deployment not in registries.deployments
+
+
 DEV = f"{VERSION}.dev4242"  # the dry run's version, in the run 4242
 
 
@@ -969,13 +1083,14 @@ def test_the_dry_run_tries_every_service_and_leaves_nothing_but_testpypi_s_files
     """release.yml's jobs after CI, as its dry run runs them (workflow_dispatch): the version
     written into the files, Central's upload validated then dropped, PyPI (TestPyPI: PYPI) served
     as built, a draft GitHub release with every file, then deleted."""
-    assert dry_run.job("check") == (0, f"release: v{DEV}: pyproject.toml, java/pom.xml and "
-                                       "CHANGELOG.md agree\n")  # fmt: skip
+    assert dry_run.job("check") == (0, f"release: v{DEV}: pyproject.toml, java/pom.xml, "
+                                       "CHANGELOG.md, README.md agree\n")  # fmt: skip
     work = dry_run.work
     assert f'\nversion = "{DEV}"\n' in (work / "pyproject.toml").read_text()
     assert f"<version>{DEV}</version>" in (work / "java" / "pom.xml").read_text()
-    dated = f"\n## [{DEV}] - {git(work, 'log', '-1', '--format=%cs')}\n"
-    assert dated in (work / "CHANGELOG.md").read_text()
+    # The CHANGELOG and the README as the commit has them: released or not, they agree.
+    for name in ("CHANGELOG.md", "README.md"):
+        assert (work / name).read_text() == (REPO_ROOT / name).read_text()
     assert (work / "notes.md").read_text().strip()  # the section's, as check wrote them
     assert dry_run.run("central-upload") == (None, "")
 
@@ -1088,6 +1203,23 @@ def test_a_dry_run_that_fails_leaves_what_contributing_says(dry_run, job):
         left = set()
     assert leftovers(dry_run) == left
     assert not dry_run.registries.published
+
+
+@pytest.mark.slow
+@pytest.mark.needs("git", "unzip")
+@pytest.mark.parametrize("failure", ["Central refuses the bundle", "Central's API fails after it"])
+def test_a_dry_run_drops_the_deployment_whatever_fails_after_its_upload(dry_run, signing_key,
+                                                                       failure):  # fmt: skip
+    """central-upload prints the deployment's id as Central answers the upload, before anything
+    can fail: central-publish drops it (a FAILED one too), and no deployment is left."""
+    if failure == "Central refuses the bundle":
+        unsigned = f"org/tfstopgrad/tf-stopgrad/{DEV}/tf-stopgrad-{DEV}.jar.asc"
+        dry_run.build(without(unsigned)(bundle(signing_key, DEV)))
+    else:
+        dry_run.registries.unavailable["status"] = float("inf")
+    assert dry_run.run()[0] == "central-upload"
+    assert dry_run.outputs["central-upload"]["deployment"]
+    assert dry_run.results["central-publish"] == "success" and not dry_run.registries.deployments
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ElementTree
 from configparser import ConfigParser
 from pathlib import Path
@@ -124,7 +125,7 @@ def test_workflows_pin_every_action_by_commit():
 def test_every_artifact_is_written_again_by_a_re_run_and_no_script_hides_an_exit_status():
     """A re-run is the same workflow run, where upload-artifact refuses a name it has unless told
     to overwrite it; a process substitution's status is lost (`diff <(a) <(b)` passes when both
-    fail)."""
+    fail), and so is a command substitution's in a test (`[[ $(a) == b ]]`: bash -e goes on)."""
     uploading = []
     for workflow in sorted(WORKFLOWS.glob("*.yml")):
         text = workflow.read_text()
@@ -133,6 +134,8 @@ def test_every_artifact_is_written_again_by_a_re_run_and_no_script_hides_an_exit
         assert all(re.match(r".*\n\s+(?:with: \{.*, )?overwrite: true\b", upload, re.S)
                    for upload in uploads), workflow.name  # fmt: skip
         assert not [script for script in run_blocks(text) if "<(" in script], workflow.name
+        assert not [script for script in run_blocks(text)
+                    if re.search(r"\[\[[^\]]*\$\(", script)], workflow.name  # fmt: skip
     assert uploading == ["ci.yml", "release.yml"]  # scheduled.yml's are ci.yml's
 
 
@@ -172,19 +175,56 @@ def test_ci_and_the_release_build_the_jars_with_the_same_jdk_release():
     assert javas[0][0] == "temurin" and re.fullmatch(r'"17\.0\.\d+\+\d+"', javas[0][1]), javas
 
 
+# The version of the commit: in a dry run's CI, .ci/release.py dev has written X.Y.Z.devN into
+# pyproject.toml and java/pom.xml; this is X.Y.Z, the CHANGELOG section's.
+RELEASE = re.sub(r"(\.dev\d+)+$", "", pyproject_version())
+# README.md's Install section on main before the first release (the release's commit replaces it).
+UNRELEASED_INSTALL = ("No release is tagged yet ([changelog](CHANGELOG.md): Unreleased), so "
+                      "nothing is on PyPI or Maven\nCentral: install from a clone.\n\n")
+
+
+def release_files(root: Path) -> None:
+    """The files .ci/release.py reads, copied into root, with the commit's version (RELEASE)."""
+    for name in ("pyproject.toml", "java/pom.xml", "CHANGELOG.md", "README.md", ".ci/release.py"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO_ROOT / name, root / name)
+    version = pyproject_version()
+    edit(root / "pyproject.toml", f'version = "{version}"', f'version = "{RELEASE}"')
+    edit(root / "java/pom.xml", f"<version>{version}</version>", f"<version>{RELEASE}</version>")
+
+
+def release_py(root: Path, *arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, ".ci/release.py", *arguments], cwd=root,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def main_s_commit(root: Path) -> Path:
+    """The copy in root made main's commit before the release's (the checkout may be either): its
+    CHANGELOG section Unreleased, and README.md's Install section saying so."""
+    changelog_heading(root, "- Unreleased")
+    readme = root / "README.md"
+    readme.write_text(re.sub(r"^Each release is on PyPI.*?\n\n", UNRELEASED_INSTALL,
+                             readme.read_text(), count=1, flags=re.M | re.S))  # fmt: skip
+    return root
+
+
+def release_s_commit(root: Path) -> Path:
+    """The copy in root, main's commit, made the release's by .ci/release.py prepare."""
+    prepared = release_py(root, "prepare", RELEASE)
+    assert prepared.returncode == 0, prepared.stdout + prepared.stderr
+    return root
+
+
 @pytest.fixture
 def release_check(tmp_path):
-    """``.ci/release.py check TAG NOTES`` on a copy of the files it reads, which a test may
-    change first; returns (exit status, its output, the notes written)."""
-    for name in ("pyproject.toml", "java/pom.xml", "CHANGELOG.md", ".ci/release.py"):
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO_ROOT / name, tmp_path / name)
+    """``.ci/release.py check TAG NOTES`` on a copy of the files it reads (release_files), which a
+    test may change first; returns (exit status, its output, the notes written)."""
+    release_files(tmp_path)
 
     def check(tag: str) -> tuple[int, str, str]:
         notes = tmp_path / "notes.md"
         notes.unlink(missing_ok=True)
-        ran = subprocess.run([sys.executable, ".ci/release.py", "check", tag, str(notes)],
-                             cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+        ran = release_py(tmp_path, "check", tag, str(notes))
         return ran.returncode, ran.stdout + ran.stderr, notes.read_text() if notes.exists() else ""
 
     check.root = tmp_path
@@ -197,18 +237,25 @@ def pom_without_scm(root: Path) -> None:
 
 def changelog_heading(root: Path, heading: str) -> None:
     """The version's CHANGELOG heading made '## [VERSION] HEADING', whatever it was."""
-    changelog, version = root / "CHANGELOG.md", re.escape(pyproject_version())
-    text, count = re.subn(rf"^## \[{version}\].*$", f"## [{pyproject_version()}] {heading}",
+    changelog = root / "CHANGELOG.md"
+    text, count = re.subn(rf"^## \[{re.escape(RELEASE)}\].*$", f"## [{RELEASE}] {heading}",
                           changelog.read_text(), count=1, flags=re.M)  # fmt: skip
-    assert count == 1, f"CHANGELOG.md has no section for {pyproject_version()}"
+    assert count == 1, f"CHANGELOG.md has no section for {RELEASE}"
     changelog.write_text(text)
 
 
 def changelog_section_empty(root: Path) -> None:
     changelog = root / "CHANGELOG.md"
-    heading = f"## [{pyproject_version()}]"
+    heading = f"## [{RELEASE}]"
     before, after = changelog.read_text().split(heading)
     changelog.write_text(f"{before}{heading} - 2026-01-01\n\n## [0.0.1] - 2025-01-01\n\n- old\n")
+
+
+def a_dry_run_s_readme_offering_a_release(root: Path) -> None:
+    """The release's commit, its CHANGELOG section Unreleased again, then a dry run's version."""
+    release_s_commit(main_s_commit(root))
+    changelog_heading(root, "- Unreleased")
+    assert release_py(root, "dev", f"{RELEASE}.dev1").returncode == 0
 
 
 # What the release check refuses: (change to the files, tag, what it says).
@@ -234,38 +281,99 @@ RELEASE_REFUSALS = {
     "a CHANGELOG date not YYYY-MM-DD": (
         lambda root: changelog_heading(root, "- 2026-1-5"), "v{version}",
         r"is headed '## \[{version}\] - 2026-1-5', without the release's date"),
+    "a README that does not offer the release": (
+        lambda root: changelog_heading(main_s_commit(root), "- 2026-01-01"), "v{version}",
+        r"README\.md's Install section must offer `pip install tf_stopgrad` while CHANGELOG\.md's "
+        r"{version} is dated: `python3 \.ci/release\.py prepare {version}` writes the release's "
+        r"commit"),
+    "a dry run's README that offers a release not dated": (
+        a_dry_run_s_readme_offering_a_release, "v{version}.dev1",
+        r"README\.md's Install section must not offer `pip install tf_stopgrad` while "
+        r"CHANGELOG\.md's {version} is Unreleased"),
 }  # fmt: skip
 
 
 def edit(path: Path, *replacements: str) -> None:
     text = path.read_text()
     for old, new in zip(replacements[::2], replacements[1::2]):
-        old = old.format(version=pyproject_version())
+        old = old.format(version=RELEASE)
         assert old in text, old
         text = text.replace(old, new)
     path.write_text(text)
 
 
+def changed_lines(root: Path, before: dict[str, str]) -> dict[str, tuple[set[str], set[str]]]:
+    """Each file's lines removed and added since before (its text then)."""
+    after = {name: set((root / name).read_text().splitlines()) for name in before}
+    return {name: (set(text.splitlines()) - after[name], after[name] - set(text.splitlines()))
+            for name, text in before.items()}  # fmt: skip
+
+
 @pytest.mark.slow
-def test_the_release_check_passes_for_the_tag_the_version_makes_once_dated(release_check):
-    changelog_heading(release_check.root, "- 2026-01-01")
-    status, output, notes = release_check(f"v{pyproject_version()}")
+def test_the_release_check_passes_on_the_release_s_commit_as_prepare_writes_it(release_check):
+    root = main_s_commit(release_check.root)
+    names = ("pyproject.toml", "java/pom.xml", "CHANGELOG.md", "README.md")
+    before = {name: (root / name).read_text() for name in names}
+    release_s_commit(root)
+    status, output, notes = release_check(f"v{RELEASE}")
     assert status == 0, output
     changelog = (REPO_ROOT / "CHANGELOG.md").read_text()
     assert notes.strip() and notes.strip() in changelog
     assert "## [" not in notes
+    # The date and the README's opening, and nothing else (the version was the release's).
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    changed = changed_lines(root, before)
+    assert changed.pop("CHANGELOG.md") == ({f"## [{RELEASE}] - Unreleased"},
+                                           {f"## [{RELEASE}] - {today}"})  # fmt: skip
+    removed, added = changed.pop("README.md")
+    assert removed == set(UNRELEASED_INSTALL.splitlines()) - {""} and len(added) == 2
+    assert "pip install tf_stopgrad" in "".join(added) and "org.tfstopgrad:tf-stopgrad" in "".join(
+        added)  # fmt: skip
+    assert changed == dict.fromkeys(names[:2], (set(), set()))
+    assert readme_install(root) == ((False, True), (False, True))
+    # Once made, it is not made again, and a version with no Unreleased section changes nothing.
+    for version in (RELEASE, "9.9.9"):
+        before = {name: (root / name).read_text() for name in names}
+        again = release_py(root, "prepare", version)
+        assert again.returncode == 1 and "nothing matches CHANGELOG.md" in again.stderr
+        assert changed_lines(root, before) == dict.fromkeys(names, (set(), set()))
+    # The next version, whose section is Unreleased: both versions written, and its section dated.
+    edit(root / "CHANGELOG.md", f"## [{RELEASE}] - {today}", "## [9.9.9] - Unreleased")
+    assert release_py(root, "prepare", "9.9.9").returncode == 0
+    assert pyproject_version(root / "pyproject.toml") == "9.9.9"
+    assert "<version>9.9.9</version>" in (root / "java/pom.xml").read_text()
+    assert release_py(root, "check", "v9.9.9", str(root / "notes.md")).returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("commit", ["main's", "the release's"])
+def test_a_dry_run_s_version_leaves_the_readme_and_the_changelog_agreeing(release_check, commit):
+    """The dry run's dev writes X.Y.Z.devN into pyproject.toml and java/pom.xml before its check
+    job and its CI test the commit: on main's commit and on the release's, the README's install
+    test passes before it and after it, and the release's check passes for the dry run's tag."""
+    root = main_s_commit(release_check.root)
+    if commit == "the release's":
+        release_s_commit(root)
+    says, called_for = readme_install(root)
+    assert says == called_for == ((False, True) if commit == "the release's" else (True, False))
+    assert (release_check(f"v{RELEASE}")[0] == 0) == (commit == "the release's")
+    dev = release_py(root, "dev", f"{RELEASE}.dev4242")
+    assert dev.returncode == 0, dev.stderr
+    assert pyproject_version(root / "pyproject.toml") == f"{RELEASE}.dev4242"
+    assert readme_install(root) == (says, called_for)
+    status, output, notes = release_check(f"v{RELEASE}.dev4242")
+    assert status == 0 and notes.strip(), output
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(RELEASE_REFUSALS))
 def test_the_release_check_refuses_what_disagrees_and_says_what_to_change(release_check, case):
     change, tag, message = RELEASE_REFUSALS[case]
-    version = pyproject_version()
     if change is not None:
         change(release_check.root)
-    status, output, notes = release_check(tag.format(version=version))
+    status, output, notes = release_check(tag.format(version=RELEASE))
     assert status == 1 and not notes
-    assert re.search(message.format(version=re.escape(version)), " ".join(output.split())), output
+    assert re.search(message.format(version=re.escape(RELEASE)), " ".join(output.split())), output
 
 
 GH_RUNS = """#!/bin/sh
@@ -277,14 +385,18 @@ exit "${GH_STATUS:-0}"
 """
 
 # What `.ci/release.py tag` finds: (the change, GH_ANSWER and GH_STATUS, its arguments, whether
-# it tags, what it says).
+# it tags, what it says). gh lists the runs newest first.
 TAGGINGS = {
     "all is well": (None, ('[{"conclusion":"success"},{"conclusion":"failure"}]', "0"), [], True,
                     "release: v{version} tags {commit}, pushed"),
     "CI failed": (None, ('[{"conclusion":"failure"}]', "0"), [], False,
-                  "CI has not passed on {commit} (its runs: ['failure']): tag once it has"),
-    "CI still running": (None, ('[{"conclusion":""}]', "0"), [], False, "CI has not passed"),
-    "no CI run": (None, ("[]", "0"), [], False, "(its runs: none)"),
+                  "CI's newest run on {commit} has not passed (its conclusion: failure): tag once "
+                  "it has"),
+    "a later run failed": (None, ('[{"conclusion":"failure"},{"conclusion":"success"}]', "0"), [],
+                           False, "CI's newest run on {commit} has not passed"),
+    "CI still running": (None, ('[{"conclusion":""},{"conclusion":"success"}]', "0"), [], False,
+                         "has not passed (its conclusion: none yet)"),
+    "no CI run": (None, ("[]", "0"), [], False, "(its conclusion: no run)"),
     "gh logged out": (None, ("", "4"), [], False,
                       "cannot tell whether CI passed on {commit} (gh: run gh auth login"),
     "no gh": (None, None, [], False, "(gh: not installed): see its runs in the Actions tab, then "
@@ -305,13 +417,11 @@ def test_the_tag_command_tags_and_pushes_only_what_the_release_s_checks_pass(tmp
     """`.ci/release.py tag X.Y.Z`, in a clone of an origin that stands in for GitHub's, with a
     stand-in gh: the tag is pushed only once the checks pass, CI's included."""
     change, gh, arguments, tags, says = TAGGINGS[case]
-    version, origin, clone = pyproject_version(), tmp_path / "origin.git", tmp_path / "clone"
+    version, origin, clone = RELEASE, tmp_path / "origin.git", tmp_path / "clone"
     git(tmp_path, "init", "-q", "--bare", str(origin))
     git(tmp_path, "clone", "-q", str(origin), str(clone))
-    for name in ("pyproject.toml", "java/pom.xml", "CHANGELOG.md", ".ci/release.py"):
-        (clone / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO_ROOT / name, clone / name)
-    changelog_heading(clone, "- Unreleased" if change == "- Unreleased" else "- 2026-01-01")
+    release_files(clone)
+    main_s_commit(clone) if change == "- Unreleased" else release_s_commit(main_s_commit(clone))
     git(clone, "add", ".")
     git(clone, "commit", "-q", "-m", "the release")
     git(clone, "push", "-q", "origin", "HEAD:main")
@@ -343,7 +453,8 @@ def test_the_tag_command_tags_and_pushes_only_what_the_release_s_checks_pass(tmp
     assert (pushed.stdout.strip() == commit) == tags and (pushed.returncode == 0) == tags
     if gh and case not in ("undated", "uncommitted", "not on main"):
         asked = (tmp_path / "gh.log").read_text()
-        assert asked == f"run list --commit {commit} --workflow ci.yml --json conclusion\n"
+        assert asked == (f"run list --commit {commit} --workflow ci.yml --limit 1 --json "
+                         "conclusion\n")  # fmt: skip
 
 
 def release_commands(text: str) -> list[str]:
@@ -361,13 +472,14 @@ def test_the_rehearsal_runs_the_release_s_commands_in_its_order():
     release = release_commands("\n".join(run_blocks((WORKFLOWS / "release.yml").read_text())))
     lanes = (REPO_ROOT / ".ci" / "lanes").read_text()
     rehearsal = release_commands(lanes[lanes.index("lane_release() {") :])
-    # The dry run's own commands, which test_release's Runner plays as release.yml has them.
+    # The dry run's own commands, which test_release's Runner plays as release.yml has them; the
+    # rehearsal's own, prepare, which makes the release's commit of a copy before it.
     dry_run = {"dev", "central-drop"}
     assert dry_run <= set(release)
-    assert set(release) - dry_run == set(rehearsal), "the rehearsal runs other commands"
-    # The upload to Central (maven), PyPI's, then Central's publication.
-    publishing = ["maven", "serves pypi", "central-publish", "serves central"]
-    assert [command for command in rehearsal if command in publishing][:4] == publishing
+    assert set(release) - dry_run == set(rehearsal) - {"prepare"}, "the rehearsal runs others"
+    # Central's bundle (maven), its upload, PyPI's, then Central's publication.
+    publishing = ["maven", "central-upload", "serves pypi", "central-publish", "serves central"]
+    assert [command for command in rehearsal if command in publishing][:5] == publishing
     assert 'python3 .ci/release.py check "$TAG" notes.md' in "".join(
         run_blocks((WORKFLOWS / "release.yml").read_text()))
     assert re.search(r"step \"twine upload\".*\n.*\n.*serves pypi", lanes)
@@ -382,9 +494,17 @@ def test_nothing_is_public_before_both_registries_have_validated_what_they_take(
         return {earlier for need in needs.get(job, []) for earlier in {need, *before(need)}}
 
     runs = {job: release_commands(lines) for job, lines in jobs.items()}
-    uploads = [job for job, commands in runs.items() if "maven" in commands]
+    uploads = [job for job, commands in runs.items() if "central-upload" in commands]
     assert uploads == ["central-upload"]
-    assert "<autoPublish>false</autoPublish>" in (REPO_ROOT / "java" / "pom.xml").read_text()
+    # Maven uploads nothing; .ci/release.py uploads a deployment that waits to be published, once
+    # the jars are compared with CI's (a step before).
+    assert "<skipUpload>true</skipUpload>" in (REPO_ROOT / "java" / "pom.xml").read_text()
+    assert "upload?publishingType=USER_MANAGED&" in (REPO_ROOT / ".ci" / "release.py").read_text()
+    steps = re.split(r"^(?=      - )", jobs["central-upload"], flags=re.M)
+    [compared] = [i for i, step in enumerate(steps) if "diff ci.sums built.sums" in step]
+    [uploaded] = [i for i, step in enumerate(steps) if ".ci/release.py central-upload" in step]
+    [built] = [i for i, step in enumerate(steps) if ".ci/release.py maven" in step]
+    assert built < compared < uploaded
     assert "pypa/gh-action-pypi-publish@" in jobs["pypi"]
     assert {"check", "ci", "preflight", "central-upload"} <= before("pypi")
     assert runs["pypi-served"] == ["serves pypi"] and "pypi" in before("pypi-served")
@@ -619,21 +739,25 @@ def test_changelog_names_the_newest_supported_minor():
     assert re.search(rf"\b{major}\.{newest}\b", changelog), f"no line names {major}.{newest}"
 
 
-def test_readme_install_says_whether_a_release_is_out():
-    # Until CHANGELOG.md dates a release, nothing is on PyPI: the README says so and offers no
-    # `pip install tf_stopgrad`; the first release's commit must offer it instead. A dry run's
-    # section (X.Y.Z.devN, .ci/release.py dev) is dated, and is no release.
-    changelog = (REPO_ROOT / "CHANGELOG.md").read_text()
-    sections = re.findall(r"^## \[([^\]]+)\] - (.+)$", changelog, re.M)
+def readme_install(root: Path = REPO_ROOT) -> tuple[tuple[bool, bool], tuple[bool, bool]]:
+    """What README.md's Install section says (no release is tagged yet; `pip install
+    tf_stopgrad`), and what CHANGELOG.md calls for: until it dates a release, nothing is on
+    PyPI, and the README says so and offers no `pip install tf_stopgrad`; from the first
+    release's commit on, it offers it instead. A dry run's version changes neither file."""
+    sections = re.findall(r"^## \[([^\]]+)\] - (.+)$", (root / "CHANGELOG.md").read_text(), re.M)
     assert sections, "CHANGELOG.md has no version section"
-    released = any(re.fullmatch(r"\d{4}-\d{2}-\d{2}", date.strip()) and ".dev" not in version
-                   for version, date in sections)  # fmt: skip
-    readme = (REPO_ROOT / "README.md").read_text()
+    released = any(re.fullmatch(r"\d{4}-\d{2}-\d{2}", date.strip()) for _, date in sections)
+    readme = (root / "README.md").read_text()
     install = re.search(r"^## Install\n(.*?)^## ", readme, re.M | re.S)
     assert install, "README.md has no Install section"
     says_unreleased = "No release is tagged yet" in install.group(1)
     offers_pypi = re.search(r"pip install tf_stopgrad\b", readme) is not None
-    assert (says_unreleased, offers_pypi) == (not released, released)
+    return (says_unreleased, offers_pypi), (not released, released)
+
+
+def test_readme_install_says_whether_a_release_is_out():
+    says, called_for = readme_install()
+    assert says == called_for
 
 
 def test_readme_support_marks_are_what_the_lanes_test():
@@ -810,7 +934,7 @@ def test_the_link_check_finds_each_broken_link_and_follows_githubs_anchors(tmp_p
 def python3_stand_in(directory: Path, lanes: list[str]) -> dict[str, str]:
     """An environment whose python3, for .ci/run, makes a tools venv of stand-ins with `-m venv`
     (a pip that reads what it is given, a tox that lists ``lanes``; nothing is downloaded) and
-    is this Python otherwise."""
+    is this Python otherwise; without the dry run's DEV_VERSION, which its CI's lanes have."""
     listed = "".join(f"{lane}\\\\n" for lane in lanes)
     (directory / "bin").mkdir()
     (directory / "bin" / "python3").write_text(
@@ -820,7 +944,8 @@ def python3_stand_in(directory: Path, lanes: list[str]) -> dict[str, str]:
         '  chmod +x "$3/bin/pip" "$3/bin/tox"; exit\nfi\n'
         f'exec "{sys.executable}" "$@"\n')  # fmt: skip
     (directory / "bin" / "python3").chmod(0o755)
-    return {**os.environ, "PATH": f"{directory / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    environment = {name: value for name, value in os.environ.items() if name != "DEV_VERSION"}
+    return {**environment, "PATH": f"{directory / 'bin'}{os.pathsep}{os.environ['PATH']}"}
 
 
 @pytest.mark.slow
@@ -931,6 +1056,44 @@ def test_maven_is_the_wrapper_s_pinned_distribution_checked_by_its_sha256():
     for name in (".ci/lanes", ".ci/release.py"):
         calls = re.findall(r'java/mvnw(?:",)? "?-(.*)', (REPO_ROOT / name).read_text())
         assert calls and all("--strict-checksums" in call for call in calls), name
+
+
+def test_the_release_s_maven_takes_only_what_has_the_sha512_the_repository_records(monkeypatch):
+    """The release's Maven (.ci/release.py maven: the release lane's, and central-upload's, which
+    holds the signing key and Central's token) runs with Maven 3.9's trusted checksums: each file
+    it resolves must have the SHA-512 that java/.mvn/checksums records, and one not recorded
+    fails. Each plugin the pom names is recorded (after a change of version, record it again)."""
+    spec = importlib.util.spec_from_file_location("release", REPO_ROOT / ".ci" / "release.py")
+    release = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(release)
+    ran = []
+    monkeypatch.setattr(release.subprocess, "run", lambda command: ran.append(command) or
+                        subprocess.CompletedProcess(command, 0))  # fmt: skip
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    monkeypatch.chdir(REPO_ROOT)
+    assert release.central_bundle("dist-ci", "-Dgpg.skip") == 0
+    [command] = ran
+    checksums = REPO_ROOT / "java" / ".mvn" / "checksums"
+    trusted = "-Daether.artifactResolver.postProcessor.trustedChecksums"
+    assert {"-Daether.trustedChecksumsSource.summaryFile=true", f"{trusted}=true",
+            "-Daether.trustedChecksumsSource.summaryFile.originAware=false",
+            f"-Daether.trustedChecksumsSource.summaryFile.basedir={checksums}",
+            f"{trusted}.checksumAlgorithms=SHA-512",
+            f"{trusted}.failIfMissing=true"} <= set(command)  # fmt: skip
+    assert not [argument for argument in command if ".record" in argument]
+    properties = (REPO_ROOT / "java/.mvn/wrapper/maven-wrapper.properties").read_text()
+    assert re.search(r"apache-maven-3\.(9|\d\d)\.\d+-bin\.zip", properties)  # resolver 1.9
+    recorded = dict(line.split()[::-1] for line in (checksums / "checksums.sha512").read_text()
+                    .splitlines())  # fmt: skip
+    assert all(re.fullmatch(r"[0-9a-f]{128}", digest) for digest in recorded.values())
+    pom = ElementTree.parse(REPO_ROOT / "java" / "pom.xml").getroot()
+    plugins = pom.findall(".//{*}plugin")
+    assert len(plugins) >= 10
+    for plugin in plugins:
+        group = (plugin.findtext("{*}groupId") or "org.apache.maven.plugins").replace(".", "/")
+        artifact, version = plugin.findtext("{*}artifactId"), plugin.findtext("{*}version")
+        path = f"{group}/{artifact}/{version}/{artifact}-{version}"
+        assert f"{path}.jar" in recorded and f"{path}.pom" in recorded, path
 
 
 def test_the_lanes_install_tf_stopgrad_by_name_at_the_checkout_s_version():
