@@ -65,7 +65,8 @@ def onnx_tools_missing() -> str | None:
     except ImportError as error:
         return f"tf2onnx/onnxruntime not installed for TensorFlow {tf.__version__}: {error}"
     except AttributeError as error:
-        # TF 2.15-2.17 pin an ml_dtypes too old for the onnx that pip resolves next to them.
+        # TF 2.15-2.17 pin an ml_dtypes too old for the onnx (1.18 or later) that pip resolves
+        # next to them on Python 3.10 and later.
         return f"onnx cannot be imported next to TensorFlow {tf.__version__}: {error}"
     import numpy as np
 
