@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import re
 import shutil
@@ -23,7 +24,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from c_programs import build_c_program, needs_gcc, run_c_program
-from support import run_command
+from support import REPO_ROOT, run_command
 from tensorflow.core.protobuf import saved_model_pb2
 from workers.convert_models import SPEC, keras_model, stop_only
 from workers.launch import run_worker
@@ -342,6 +343,29 @@ def test_onnxruntime_matches_tensorflow(without_plugin, converted, name):
         pytest.skip((converted / "onnx_missing.txt").read_text())
     np.testing.assert_allclose(
         np.float32(without_plugin[name]["y"]), expected_output(name), atol=1e-5
+    )
+
+
+def readme_says_onnx_is_not_tested(python_minor: int, tensorflow_minor: int) -> bool:
+    """Whether the README's ONNX row names this pair among its exceptions, each "not (or nor)
+    on 2.A–2.B with [Python ]3.X[ or later]"."""
+    [row] = re.findall(r"^\| ONNX .*", (REPO_ROOT / "README.md").read_text(), re.M)
+    exception = r"\bno[rt] on 2\.(\d+)–2\.(\d+) with (?:Python )?3\.(\d+)( or later)?"
+    exceptions = re.findall(exception, row)
+    assert exceptions, f"the README's ONNX row names no exception the test can read: {row}"
+    return any(int(first) <= tensorflow_minor <= int(last)
+               and (python_minor == int(python) or later and python_minor > int(python))
+               for first, last, python, later in exceptions)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_readme_s_onnx_row_says_whether_the_onnx_export_runs_here(converted):
+    if not all(importlib.util.find_spec(tool) for tool in ("tf2onnx", "onnxruntime")):
+        pytest.skip('tf2onnx/onnxruntime not installed: pip install ".[onnx]"')
+    runs = not (converted / "onnx_missing.txt").exists()
+    tensorflow_minor = int(tf.__version__.split(".")[1])
+    assert runs != readme_says_onnx_is_not_tested(sys.version_info.minor, tensorflow_minor), (
+        (converted / "onnx_missing.txt").read_text() if not runs else "the ONNX export runs here"
     )
 
 

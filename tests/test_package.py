@@ -77,15 +77,20 @@ def wheel_platform_glibc(wheel_text: str) -> tuple[int, int] | None:
     return min((2, 17) if legacy else (int(major), int(minor)) for legacy, major, minor in tags)
 
 
-def tensorflow_platform_floor() -> tuple[int, int]:
-    """The oldest glibc that the installed TensorFlow's wheel is tagged for."""
-    # The distribution that installed the `tensorflow` package (``tensorflow-cpu-aws`` for
-    # 2.15 on aarch64); importlib.metadata.packages_distributions needs Python 3.10.
+def tensorflow_distribution() -> str:
+    """The distribution that installed the `tensorflow` package (``tensorflow-cpu-aws`` for 2.15
+    on aarch64, ``tf-nightly``); importlib.metadata.packages_distributions needs Python 3.10."""
     (name,) = {
         dist.metadata["Name"]
         for dist in importlib.metadata.distributions()
         if any(str(file) == "tensorflow/__init__.py" for file in dist.files or ())
     }
+    return name
+
+
+def tensorflow_platform_floor() -> tuple[int, int]:
+    """The oldest glibc that the installed TensorFlow's wheel is tagged for."""
+    name = tensorflow_distribution()
     floor = wheel_platform_glibc(importlib.metadata.distribution(name).read_text("WHEEL"))
     assert floor is not None, f"{name}'s wheel has no manylinux tag"
     return floor
@@ -198,7 +203,7 @@ def test_runtime_requirement_keeps_the_installed_tensorflow():
     if installed_from_a_release_wheel():
         assert tensorflow == [Requirement(supported_tensorflow.requirement())]
         return
-    distribution = importlib.metadata.packages_distributions()["tensorflow"][0]
+    distribution = tensorflow_distribution()
     version = importlib.metadata.version(distribution)
     keeping = tf_stopgrad_build._requirement_keeping(distribution, version)
     if keeping is None:

@@ -65,12 +65,13 @@ def onnx_tools_missing() -> str | None:
     except ImportError as error:
         return f"tf2onnx/onnxruntime not installed for TensorFlow {tf.__version__}: {error}"
     except AttributeError as error:
-        # TF 2.15-2.17 pin an ml_dtypes too old for the onnx that pip resolves next to them.
+        # TF 2.15-2.17 pin an ml_dtypes too old for the onnx (1.18 or later) that pip resolves
+        # next to them on Python 3.10 and later.
         return f"onnx cannot be imported next to TensorFlow {tf.__version__}: {error}"
     import numpy as np
 
-    # tf2onnx before 1.17 (the newest on Python 3.9, where pip then takes TensorFlow 2.19 and
-    # NumPy 2) folds constants with np.cast, which NumPy 2 removed.
+    # tf2onnx before 1.17 (the newest on Python 3.9, where TensorFlow 2.18 and 2.19 take NumPy 2)
+    # folds constants with np.cast, which NumPy 2 removed.
     tf2onnx_minor = tuple(int(part) for part in tf2onnx.__version__.split(".")[:2])
     if tf2onnx_minor < (1, 17) and not hasattr(np, "cast"):
         return f"tf2onnx {tf2onnx.__version__} calls np.cast, which NumPy {np.__version__} removed"
