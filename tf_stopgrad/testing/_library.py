@@ -1,7 +1,6 @@
-"""``opcheck_library``: every op of an op library checked, on samples derived from its OpDef and
-its shape function, none written by hand (docs/opcheck.md says so under "A whole library"). Each
-op is checked in a process of its own (``_check_apart``), which derives the samples and runs
-opcheck: a shape function that crashes while it is asked ends that process, not this one."""
+"""``opcheck_library``: every op of an op library checked on samples derived from its OpDef and
+shape function (docs/opcheck.md, "A whole library"), each in a process of its own
+(``_check_apart``), which a shape function that crashes while it is asked ends, not this one."""
 
 from __future__ import annotations
 
@@ -345,10 +344,8 @@ def _values(rng: np.random.Generator, dtype: tf.DType, shape: list[int]) -> np.n
 
 def _call(op_def: Any, wrapper: Callable[..., Any], attrs: dict[str, Any]) -> Callable[..., Any]:
     """The op with ``attrs``, as a function of its inputs flat (a list input's one by one)."""
-    def fn(*flat: Any) -> Any:
-        return wrapper(*(flat[at] if isinstance(at, int) else list(flat[at])
-                         for at in _grouping(op_def, len(flat))), **attrs)
-    return fn
+    return lambda *flat: wrapper(*(flat[at] if isinstance(at, int) else list(flat[at])
+                                   for at in _grouping(op_def, len(flat))), **attrs)
 
 
 def _grouping(op_def: Any, count: int) -> list[int | slice]:
@@ -364,15 +361,18 @@ def _grouping(op_def: Any, count: int) -> list[int | slice]:
 
 def _command(op_def: Any, op: str, attrs: dict[str, Any], samples: dict[int, Any],
              problem: str) -> str:
-    """A shell command that shows ``problem`` without opcheck: the op on the sample it names."""
-    found = re.search(r"\b(?:edge )?sample (\d+) \(", problem)
+    """A shell command that shows ``problem`` without opcheck: the op on the sample it names,
+    called after the one an edge sample comes from, as in the fresh process (kernels keep state)."""
+    found = re.search(r"\b(?:edge )?sample (\d+) \((?:[^:]*: sample (\d+) with)?", problem)
     sample = samples[int(found[1])] if found else next(
         (s for s in samples.values() if all(d.name in problem for d in s.dtypes)), samples[0])
-    inputs = ", ".join(_tensor_source(a, d) for a, d in zip(sample.arrays, sample.dtypes))
+    called = [samples[int(found[2])], sample] if found and found[2] else [sample]
+    inputs = [", ".join(map(_tensor_source, s.arrays, s.dtypes)) for s in called]
     args = [f"x[{at}]" if isinstance(at, int) else f"x[{at.start}:{at.stop}]" for at in
             _grouping(op_def, len(sample.arrays))] + [f"{k}={_py(v)}" for k, v in attrs.items()]
     shows = next(shows for words, shows in SHOWS if words in problem)
-    script = f"{op}\nx = [{inputs}]\nF = lambda *x: op({', '.join(args)})\n{shows}"
+    script = f"{op}\nF = lambda *x: op({', '.join(args)})\n" + "".join(
+        f"F(*[{made}])\n" for made in inputs[:-1]) + f"x = [{inputs[-1]}]\n{shows}"
     if "memory no one wrote" in problem or "outputs vary" in problem:
         return "for p in 90 165 90; do GLIBC_TUNABLES=glibc.malloc.tcache_count=0 " \
                f"MALLOC_PERTURB_=$p python -c {shlex.quote(script)}; done"
