@@ -310,6 +310,8 @@ LIBRARY = {
         "edges": "int32[0]: sample 0 with input 1 empty in axis 0) ends the process with SIGSEGV "
                  "eagerly, and in tf.function too"},
     "Opcheck>DividesByLastAxis": {"edges": "ends the process with SIGFPE eagerly"},
+    # Its shape function refuses unknown sizes: the derivation asks it with sizes of 2.
+    "Opcheck>NeedsKnownBatch": {"retrace": "cannot be traced for an unknown batch dimension"},
     "Opcheck>ChecksRequiredRank": {
         "modes": NO_XLA, "edges": "ends the process with SIGABRT eagerly (Check failed: "
                                   "context->input(0).dims() == 2 (",

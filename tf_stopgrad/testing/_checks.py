@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from .. import _compat
-from ._run import Run, Verdict, difference, differentiable, flat, gradient_of, listed, told
+from ._run import Run, Verdict, difference, differentiable, flat, gradient_of, kept, listed, told
 from ._samples import Sample, batch_size, in_batch
 
 # What modes says where XLA has the types of no sample: a failure of jit_compile is not tried.
@@ -259,7 +259,7 @@ def _check_retrace(run: Run) -> str:
             raise Verdict("failed", f"{sample}: fn cannot be traced for an unknown batch "
                           f"dimension ({', '.join(str(s.shape.as_list()) for s in specs)}): "
                           f"{told(error)}. A tf.function that calls it traces again for "
-                          "every batch size") from error
+                          "every batch size") from kept(error)
         size = batch_size(sample.arrays)
         for rows in (np.arange(batch) % size for batch in (size, size + 1, 2 * size + 1)):
             try:

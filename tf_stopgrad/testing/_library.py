@@ -1,6 +1,5 @@
 """``opcheck_library``: every op of an op library checked on samples derived from its OpDef and
-shape function (docs/opcheck.md, "A whole library"), each in a process of its own
-(``_check_apart``), which a shape function that crashes while it is asked ends, not this one."""
+shape function (docs/opcheck.md, "A whole library"), each in a process of its own."""
 
 from __future__ import annotations
 
@@ -16,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from .. import _compat
 from . import CHECKS, CheckResult, OpcheckResults, _checked_library, opcheck
-from ._run import Verdict
+from ._run import Verdict, kept
 
 # Ways are compared within these on derived inputs, whose rounding may differ rightly.
 RTOL, ATOL = 1e-2, 1e-3
@@ -153,15 +153,19 @@ def _told(op_type: str, failures: dict[str, CheckResult]) -> list[str]:
 
 def _op_libraries(library: Any) -> tuple[dict[str, str], list[str]]:
     """The op library file of each op type ``library`` registers (for a module, the .so files
-    in its package that name TensorFlow's framework), and its modules, whose import registers
-    the ops' Python (gradients, pfor converters)."""
+    in its package that name TensorFlow's framework and load: a warning names one that does
+    not), and its modules, whose import registers the ops' Python (gradients, pfor converters)."""
     found = _checked_library(library) or []
     modules = [name.partition(":")[2] for name in found if name.startswith("module:")]
-    packages = [Path(importlib.import_module(m).__file__ or "").parent for m in modules]
-    paths = [name.partition(":")[2] for name in found if name.startswith("path:")] + [
-        str(path) for package in packages for path in sorted(package.rglob("*.so"))
-        if b"libtensorflow_framework" in path.read_bytes()]
-    return {op: path for path in paths for op in _compat.op_library_ops(path)}, modules
+    paths = [name.partition(":")[2] for name in found if name.startswith("path:")]
+    ops = {op: path for path in paths for op in _compat.op_library_ops(path)}
+    for path in (str(p) for m in modules for p in sorted(Path(importlib.import_module(m).__file__
+                 or "").parent.rglob("*.so")) if b"libtensorflow_framework" in p.read_bytes()):
+        try:
+            ops.update(dict.fromkeys(_compat.op_library_ops(path), path))
+        except tf.errors.NotFoundError as error:  # a plugin whose own libraries are absent
+            warnings.warn(f"opcheck_library: {path} does not load: {error}", stacklevel=3)
+    return ops, modules
 
 
 def _check_apart(spec: dict[str, Any]) -> OpcheckResults:
@@ -179,9 +183,8 @@ def _check_apart(spec: dict[str, Any]) -> OpcheckResults:
             ended = f"without finishing within {TIMEOUT_S} s"
         if not ended:
             found = json.loads(Path(out).read_text())
-            results = OpcheckResults({name: CheckResult(status, reason, "", tuple(problems),
-                                                        tuple(commands)) for name, (
-                status, reason, problems, commands) in found.pop("results").items()})
+            results = OpcheckResults({name: CheckResult(status, why, "", *map(tuple, told)) for
+                                      name, (status, why, *told) in found.pop("results").items()})
             results.__dict__.update(found)  # derived, accepted, ran
             return results
         stage = Path(directory, "stage")
@@ -194,20 +197,17 @@ def _check_apart(spec: dict[str, Any]) -> OpcheckResults:
 
 # --- in the op's own process --------------------------------------------------------------
 def _check(spec: str) -> None:
-    """Derives an op's samples and checks it, with each set of attributes (``spec``, as JSON:
-    its op type, library path and modules, the checks, the ``out`` file its results go to, and
-    beside it a file that says, before each step, what it does)."""
+    """Derives an op's samples and checks it with each set of attributes (``spec``, as JSON: op
+    type, library path, modules, checks, and ``out``, the results' file, beside a ``stage`` one)."""
     path, op_type, out, modules, checks = map(json.loads(spec).get, (
         "path", "op_type", "out", "modules", "checks"))
-    stage = Path(out).with_name("stage")
-    for name in modules:
-        importlib.import_module(name)
+    stage, _ = Path(out).with_name("stage"), [importlib.import_module(m) for m in modules]
     module, op_def = tf.load_op_library(path), _compat.registered_op_def(op_type)
     simple = re.sub(r"[^a-z0-9]", "", op_type.lower())
     name = next(n for n in dir(module) if n.islower() and n.replace("_", "") == simple)
     op = f"import {', '.join(['numpy as np', 'tensorflow as tf', *modules])}\nop = " \
          f"tf.load_op_library({_py(path)}).{name}"
-    found, calls = {"derived": 0, "accepted": 0, "ran": 0}, []
+    found, calls = {"derived": 0, "accepted": 0, "ran": 0}, list[dict[str, tuple]]()
     variants, dtypes = _attribute_variants(op_def), _dtype_variants(op_def)
     for attrs in variants:
         stage.write_text(f"its shape function was asked, with {attrs}")
@@ -220,16 +220,20 @@ def _check(spec: str) -> None:
         stage.write_text(f"opcheck checked it, with {attrs}, on {len(samples)} derived samples")
         results = opcheck(fn, samples, library=[*modules, path], checks=checks, rtol=RTOL,
                           atol=ATOL)
-        found["ran"] += sum(isinstance(results.screened.outputs.get((i, "eagerly")), list)
-                            for i in range(len(samples)))
-        named = f"with {attrs}: " if len(variants) > 1 else ""
-        calls.append({check: (r.status, r.reason, [named + p for p in r.problems], [
-            _command(op_def, op, attrs, results.samples, p) for p in r.problems])
-            for check, r in results.items()})
-    skipped = ("skipped", f"its shape function accepts none of {found['derived']} samples")
-    merged = {}
+        eager = [results.screened.outputs.get((i, "eagerly")) for i in range(len(samples))]
+        found["ran"] += sum(isinstance(outputs, list) for outputs in eager)
+        # A sample the kernel refuses with an error is no input of the op's: its problems go.
+        refused = tuple(f"sample {i} (" for i, said in enumerate(eager) if isinstance(said, str))
+        named, calls = f"with {attrs}: " if len(variants) > 1 else "", [*calls, {}]
+        for check, r in results.items():
+            problems = [p for p in r.problems if not p.startswith(refused)]
+            calls[-1][check] = ("skipped", f"the kernel refuses each sample {check} fails on: "
+                                f"{r.problems[0]}", [], []) if r.problems and not problems else (
+                r.status, r.reason, [named + p for p in problems],
+                [_command(op_def, op, attrs, results.samples, p) for p in problems])
+    merged, none = {}, f"its shape function accepts none of {found['derived']} samples"
     for check in checks:  # it fails where it fails with any of the attributes
-        each = [call[check] for call in calls] or [(*skipped, [], [])]
+        each = [call[check] for call in calls] or [("skipped", none, [], [])]
         failed = [result for result in each if result[0] == "failed"]
         problems = [problem for result in failed for problem in result[2]]
         merged[check] = ("failed", Verdict("failed", problems).reason, problems, [
@@ -291,18 +295,22 @@ def _dtype_variants(op_def: Any) -> list[list[tf.DType]]:
 
 
 def _derived_samples(fn: Callable[..., Any], variants: list[list[tf.DType]]) -> tuple[list, int]:
-    """A sample of each dtype variant, of the ranks and sizes the shape function accepts: each
-    input's first rank (1 or more unless it takes only a scalar) with the others unknown, and
-    for the first variant its next too; and how many were derived, refused ones included."""
+    """A sample of each dtype variant at the ranks and sizes the shape function accepts (each
+    input's first rank, 1 or more unless only a scalar, asked with the others unknown, then at
+    theirs), for the first variant the next ranks too; and how many were derived."""
     rng, samples, derived = np.random.default_rng(0), [], 0
     for number, dtypes in enumerate(variants):
-        accepted = [sorted((r for r in RANKS if _accepts(fn, dtypes, {i: [None] * r})),
-                           key=lambda r: (r == 0, r)) for i in range(len(dtypes))]
+        accepted: dict[int, list[int]] = {}  # twice: a shape function may refuse unknown ranks
+        for i in [*range(len(dtypes))] * 2:  # each rank with sizes unknown, or 2 if they must be
+            known = {j: [None] * ranks[0] for j, ranks in accepted.items() if ranks and j != i}
+            accepted[i] = sorted((r for r in RANKS if any(
+                _accepts(fn, dtypes, {**known, i: [size] * r}) for size in (None, 2))),
+                key=lambda r: (r == 0, r))
         for k in range(1 if number else 2):
-            if any(len(ranks) <= k for ranks in accepted):
+            if any(len(ranks) <= k for ranks in accepted.values()):
                 break
             derived += 1
-            if (shapes := _sizes(fn, dtypes, [ranks[k] for ranks in accepted])) is not None:
+            if (shapes := _sizes(fn, dtypes, [r[k] for r in accepted.values()])) is not None:
                 samples.append(tuple(_values(rng, d, s) for d, s in zip(dtypes, shapes)))
     return samples, max(derived, 1)
 
@@ -312,11 +320,7 @@ def _sizes(fn: Callable[..., Any], dtypes: list[tf.DType], ranks: list[int]):
     one; None if it refuses every size of one."""
     shapes: dict[int, list] = {i: [None] * rank for i, rank in enumerate(ranks)}
     for i, axis in ((i, axis) for i, rank in enumerate(ranks) for axis in range(rank)):
-        for size in SIZES:
-            shapes[i][axis] = size
-            if _accepts(fn, dtypes, shapes):
-                break
-        else:
+        if not any(_accepts(fn, dtypes, shapes) for shapes[i][axis] in SIZES):  # the first kept
             return None
     return [shapes[i] for i in range(len(ranks))] if _accepts(fn, dtypes, shapes) else None
 
@@ -327,8 +331,8 @@ def _accepts(fn: Callable[..., Any], dtypes: list[tf.DType], shapes: dict[int, l
         try:
             fn(*(tf.compat.v1.placeholder(d, shapes.get(i)) for i, d in enumerate(dtypes)))
             return True
-        except (ValueError, TypeError, tf.errors.OpError):
-            return False
+        except Exception as error:  # refused; kept, as a C++ exception leaves the graph locked
+            return kept(error) is None
 
 
 def _values(rng: np.random.Generator, dtype: tf.DType, shape: list[int]) -> np.ndarray:
@@ -336,9 +340,8 @@ def _values(rng: np.random.Generator, dtype: tf.DType, shape: list[int]) -> np.n
     if dtype == tf.string:
         return rng.choice(np.array([b"ab", b"xyz", b"hello world"], object), shape)
     if dtype.is_floating or dtype.is_complex:
-        values = rng.standard_normal(shape) + (1j * rng.standard_normal(shape)
-                                              if dtype.is_complex else 0)
-        return np.asarray(values).astype(dtype.as_numpy_dtype)
+        imaginary = 1j * rng.standard_normal(shape) if dtype.is_complex else 0
+        return np.asarray(rng.standard_normal(shape) + imaginary).astype(dtype.as_numpy_dtype)
     return rng.integers(0, 2, shape).astype(dtype.as_numpy_dtype)
 
 
@@ -352,11 +355,8 @@ def _grouping(op_def: Any, count: int) -> list[int | slice]:
     """Where each input argument's tensors are among ``count`` flat ones (lists share alike)."""
     lists = [bool(arg.number_attr or arg.type_list_attr) for arg in op_def.input_arg]
     length = (count - lists.count(False)) // max(lists.count(True), 1)
-    places, at = [], 0
-    for is_list in lists:
-        places.append(slice(at, at + length) if is_list else at)
-        at += length if is_list else 1
-    return places
+    starts = itertools.accumulate([length if is_list else 1 for is_list in lists], initial=0)
+    return [slice(at, at + length) if is_list else at for at, is_list in zip(starts, lists)]
 
 
 def _command(op_def: Any, op: str, attrs: dict[str, Any], samples: dict[int, Any],

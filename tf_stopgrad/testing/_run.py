@@ -4,6 +4,7 @@ that compare values, tell errors and read TensorFlow's registries."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import itertools
 import os
@@ -159,7 +160,7 @@ class Run:
                 return graph, self.call([tf.compat.v1.placeholder(spec.dtype, spec.shape)
                                          for spec in sample.specs(unknown)])
         except Exception as error:
-            return error
+            return kept(error)
 
     @functools.cached_property
     def op_types(self) -> list[str]:
@@ -361,6 +362,14 @@ def told(error: BaseException | str) -> str:
              if line.strip() and not re.match(PREAMBLE, line.strip())]
     line = (found or lines or [""])[0]
     return f"{kind}: {re.sub(MARKS, '', line)[:300]}"
+
+
+def kept(error: Exception) -> Exception:
+    """``error``, and what its traceback holds, kept for the process's life: a C++ exception that
+    a shape function throws leaves the graph it was built in locked, which then waits forever to
+    be deleted (tensorflow-text's NgramsStringJoin on a scalar)."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(error))
+    return error
 
 
 def listed(problems: Sequence[str], shown: int = SHOWN) -> str:
