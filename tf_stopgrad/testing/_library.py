@@ -41,7 +41,7 @@ SHOWS = (
      "t.shape, t.dtype) for t in x]).output_shapes, [t.shape for t in tf.nest.flatten(F(*x))])"),
     ("gradient", "def G(*x):\n  with tf.GradientTape() as tape:\n    tape.watch(x)\n    y = F(*x)"
      "\n  return tape.gradient(y, [t for t in x if t.dtype.is_floating])\n"
-     "print(G(*x)); print(tf.function(G)(*x))"),
+     "print(G(*x)); print(tf.function(G)(*x)); print(tf.function(G, jit_compile=True)(*x))"),
     ("vectorized_map", "print(tf.vectorized_map(lambda e: F(*e), [tf.stack([t, t]) for t in x], "
      "fallback_to_while_loop=False))"),
     ("unknown batch dimension", "tf.function(F, input_signature=[tf.TensorSpec([None, *t.shape["
