@@ -895,7 +895,7 @@ def test_every_section_named_in_words_begins_a_heading_of_its_file():
     named, missing = 0, []
     for path in files:
         text = path.read_text(errors="replace")
-        references = re.findall(r'(\w+\.md), \\?"([^"\\]+)\\?"', text)
+        references = re.findall(r'([\w/]+\.md), \\?"([^"\\]+)\\?"', text)
         itself = str(path.relative_to(REPO_ROOT))
         references += [(itself, section) for section in re.findall(r'\(see "([^"]+)"\)', text)]
         for file, section in references:
