@@ -1,11 +1,14 @@
-"""opcheck's fresh process, run by path: ``python _child.py DIRECTORY LIBRARY... -- OP_TYPE...``.
+"""opcheck's fresh processes, forked by ``python _child.py`` (run by path) once it has imported
+TensorFlow, one for each line on its stdin, ``[TIMEOUT_S, DIRECTORY, LIBRARY..., "--", OP_TYPE...]``
+in JSON, each answered by a line: how that process ended, as subprocess says it (-N for signal
+N), or ``timeout``.
 
-It imports TensorFlow and each LIBRARY (``path:FILE`` or ``module:NAME``), never tf_stopgrad (its
-op library would hide what TensorFlow alone lacks, which it notes in DIRECTORY/unregistered), then
-calls the SavedModel in DIRECTORY on each DIRECTORY/inputs/NNNN-WAYS, in the WAYS below, on inputs
-made as TensorFlow's ops make them. Before each call it notes it in DIRECTORY/progress, so a crash
-leaves there the call that ended it; what each gives goes to DIRECTORY/outputs/WAY/NNNN (.error
-for an error) as a list of TensorProtos, which need no kernel.
+Each imports each LIBRARY (``path:FILE`` or ``module:NAME``), never tf_stopgrad (its op library
+would hide what TensorFlow alone lacks, which it notes in DIRECTORY/unregistered), then calls the
+SavedModel in DIRECTORY on each DIRECTORY/inputs/NNNN-WAYS, in the WAYS below, on inputs made as
+TensorFlow's ops make them. Before each call it notes it in DIRECTORY/progress, so a crash leaves
+there the call that ended it; what each gives goes to DIRECTORY/outputs/WAY/NNNN (.error for an
+error) as a list of TensorProtos, which need no kernel; what it prints, to DIRECTORY/stderr.
 """
 
 import contextlib
@@ -13,9 +16,12 @@ import ctypes
 import functools
 import importlib
 import importlib.util
+import json
 import os
 import pathlib
+import signal
 import sys
+import time
 from collections.abc import Callable
 
 import tensorflow as tf
@@ -119,12 +125,37 @@ def main(directory: pathlib.Path, libraries: list[str], op_types: list[str]) -> 
             (folder / index).write_bytes(written.SerializeToString())
 
 
-if __name__ == "__main__":
-    place, arguments = pathlib.Path(sys.argv[1]), sys.argv[2:]
+def serve() -> None:
+    """A fresh process for each request: forked before TensorFlow has run anything, as a new one
+    would be, without the seconds its import takes; killed if it runs past TIMEOUT_S."""
+    for line in sys.stdin:
+        timeout, place, *arguments = json.loads(line)
+        pid = os.fork()
+        if not pid:
+            fresh(pathlib.Path(place), arguments)
+        deadline = time.monotonic() + timeout
+        while not (ended := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not ended[0]:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(ended[1]) if ended[0] else "timeout", flush=True)
+
+
+def fresh(place: pathlib.Path, arguments: list[str]) -> None:
+    """The forked process: its output to DIRECTORY/stderr, main's error to DIRECTORY/error."""
+    output = os.open(place / "stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+    os.chdir(place)
     try:
         main(place, arguments[:arguments.index("--")], arguments[arguments.index("--") + 1:])
     except Exception as failure:
         (place / "error").write_text(f"{type(failure).__name__}\n{failure}")
-        sys.exit(1)
+        os._exit(1)
     # Its work is written: a kernel's error can leave TensorFlow's locks held, hanging exit.
     os._exit(0)
+
+
+if __name__ == "__main__":
+    serve()

@@ -1,10 +1,13 @@
 """opcheck's fresh process, from opcheck's side: fn's SavedModel and the samples' inputs written
-to a directory, then _child.py run on them, by path, until it has run every sample or crashed."""
+to a directory, then a process forked by _child.py run on them, until one has run every sample or
+crashed; _child.py, run by path, imports TensorFlow once for every fresh process of this one."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
+import json
 import os
 import re
 import signal
@@ -157,19 +160,45 @@ def held(thing: Any, seen: set[int]) -> list[Any]:
 
 
 def _one_process(directory: str, libraries: list[str], op_types: list[str]) -> tuple[str, str]:
-    """Runs _child.py: ('', '') if it ends well, ('', its error's text) if it raises, or how it
-    ended otherwise (with a signal, or none in time) and what a CHECK or glibc said. Its
-    allocator keeps no per-thread cache (tcache), so glibc fills every block it hands out."""
-    try:
-        ran = subprocess.run([sys.executable, str(CHILD), directory, *libraries, "--", *op_types],
-                             cwd=directory, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
-                                                     GLIBC_TUNABLES=TUNABLES),
-                             capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
+    """Runs a fresh process on ``directory``: ('', '') if it ends well, ('', its error's text) if
+    it raises, or how it ended otherwise (with a signal, or none in time) and what a CHECK or
+    glibc said."""
+    server = start_server()
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write(json.dumps([TIMEOUT_S, directory, *libraries, "--", *op_types]) + "\n")
+    server.stdin.flush()
+    if not (answer := server.stdout.readline().strip()):
+        raise RuntimeError(f"the process that forks the fresh ones ended ({server.wait()})")
+    if answer == "timeout":
         return f"without finishing within {TIMEOUT_S} s", ""
-    if ran.returncode < 0:
-        said = re.search(ABORTED, ran.stderr, re.MULTILINE)
-        return f"with {signal.Signals(-ran.returncode).name}", f" ({said[0]})" if said else ""
-    if not ran.returncode or not (error := Path(directory, "error")).exists():
-        return "", f"exit status {ran.returncode}: {ran.stderr[-300:]}" if ran.returncode else ""
+    code, printed = int(answer), Path(directory, "stderr").read_text(errors="replace")
+    if code < 0:
+        said = re.search(ABORTED, printed, re.MULTILINE)
+        return f"with {signal.Signals(-code).name}", f" ({said[0]})" if said else ""
+    if not code or not (error := Path(directory, "error")).exists():
+        return "", f"exit status {code}: {printed[-300:]}" if code else ""
     return "", error.read_text()
+
+
+_servers: dict[tuple[str, ...], subprocess.Popen] = {}
+
+
+def start_server() -> subprocess.Popen:
+    """_child.py, serving this process's environment (PYTHONPATH finds the libraries' modules),
+    started anew if that changed. Its allocator keeps no per-thread cache (tcache), so glibc fills
+    every block it hands out."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", GLIBC_TUNABLES=TUNABLES)
+    key = (sys.executable, *sorted(f"{name}={value}" for name, value in env.items()))
+    if key not in _servers or _servers[key].poll() is not None:
+        _stop_servers()
+        _servers[key] = subprocess.Popen([sys.executable, str(CHILD)], env=env, text=True,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL)
+    return _servers[key]
+
+
+@atexit.register
+def _stop_servers() -> None:
+    while _servers:
+        server = _servers.popitem()[1]
+        server.communicate()  # its stdin closed, it ends

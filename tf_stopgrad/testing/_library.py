@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from .. import _compat
-from . import CHECKS, CheckResult, OpcheckResults, _checked_library, opcheck
+from . import CHECKS, CheckResult, OpcheckResults, _checked_library, _fresh_process, opcheck
 from ._run import Verdict, kept
 
 # Ways are compared within these on derived inputs, whose rounding may differ rightly.
@@ -201,6 +201,7 @@ def _check(spec: str) -> None:
     type, library path, modules, checks, and ``out``, the results' file, beside a ``stage`` one)."""
     path, op_type, out, modules, checks = map(json.loads(spec).get, (
         "path", "op_type", "out", "modules", "checks"))
+    _fresh_process.start_server()  # importing TensorFlow while the samples are derived
     stage, _ = Path(out).with_name("stage"), [importlib.import_module(m) for m in modules]
     module, op_def = tf.load_op_library(path), _compat.registered_op_def(op_type)
     simple = re.sub(r"[^a-z0-9]", "", op_type.lower())
