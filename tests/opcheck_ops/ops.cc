@@ -111,6 +111,19 @@ REGISTER_OP("Opcheck>LeavesTailUnwritten")
 
 OPCHECK_OP("Opcheck>FreesTwiceAfterEmpty", UnchangedShape);
 
+// Sound, but takes only what its OpDef cannot say, as ragged ops do: an axis of -1, and row
+// splits that rise from 0 to input 0's number of rows; it refuses anything else.
+REGISTER_OP("Opcheck>TakesRowSplits")
+    .Input("values: T").Input("row_splits: int64").Output("output: T").Attr("T: {float, double}")
+    .Attr("axis: int")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle values, splits;
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &values));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &splits));
+      c->set_output(0, values);
+      return absl::OkStatus();
+    });
+
 // Ops that samples derived from an OpDef cannot call: opcheck_library skips them, saying why.
 REGISTER_OP("Opcheck>TakesAFunction")
     .Input("input: float").Output("output: float").Attr("f: func").SetShapeFn(UnchangedShape);
@@ -252,6 +265,29 @@ class ReadsLabelPerRowOp : public CopyOp<T> {
   }
 };
 
+template <typename T>
+class TakesRowSplitsOp : public CopyOp<T> {
+ public:
+  explicit TakesRowSplitsOp(OpKernelConstruction* context) : CopyOp<T>(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("axis", &axis_));
+  }
+  void Compute(OpKernelContext* context) override {
+    OP_REQUIRES(context, axis_ == -1,
+                absl::InvalidArgumentError("Opcheck>TakesRowSplits: axis must be -1"));
+    const Tensor& values = context->input(0);
+    auto splits = context->input(1).flat<int64_t>();
+    bool rows = values.dims() >= 1 && splits.size() >= 1 && splits(0) == 0 &&
+                splits(splits.size() - 1) == values.dim_size(0);
+    for (int64_t i = 1; rows && i < splits.size(); ++i) rows = splits(i - 1) <= splits(i);
+    OP_REQUIRES(context, rows, absl::InvalidArgumentError(
+        "Opcheck>TakesRowSplits: row_splits must rise from 0 to the number of rows"));
+    CopyOp<T>::Compute(context);
+  }
+
+ private:
+  int64_t axis_;
+};
+
 // Refuses a non-finite input, then makes a scratch buffer of count + 1 elements, computed in 32
 // bits: the largest count wraps to a negative size, which std::vector refuses by aborting.
 template <typename T>
@@ -331,6 +367,7 @@ OPCHECK_KERNELS("Opcheck>OverflowsOnLargestCount", OverflowsOnLargestCountOp);
 OPCHECK_KERNELS("Opcheck>LeavesTailUnwritten", LeavesTailUnwrittenOp);
 OPCHECK_KERNELS("Opcheck>FreesTwiceAfterEmpty", FreesTwiceAfterEmptyOp);
 OPCHECK_KERNELS("Opcheck>ReadsLabelPerRow", ReadsLabelPerRowOp);
+OPCHECK_KERNELS("Opcheck>TakesRowSplits", TakesRowSplitsOp);
 OPCHECK_KERNELS("Opcheck>RandomOnExtremes", RandomOnExtremesOp);
 OPCHECK_KERNELS("Opcheck>GradientDiffersInGraph", CopyOp);
 

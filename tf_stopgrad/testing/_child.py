@@ -1,7 +1,8 @@
 """opcheck's fresh processes, forked by ``python _child.py`` (run by path) once it has imported
-TensorFlow, one for each line on its stdin, ``[TIMEOUT_S, DIRECTORY, LIBRARY..., "--", OP_TYPE...]``
-in JSON, each answered by a line: how that process ended, as subprocess says it (-N for signal
-N), or ``timeout``.
+TensorFlow, one for each line on its stdin, ``[TIMEOUT_S, DIRECTORY, null, LIBRARY..., "--",
+OP_TYPE...]`` in JSON (or, for opcheck_library's process of an op, ``"MODULE:FUNCTION"`` and its
+arguments after DIRECTORY), each answered by a line: how that process ended, as subprocess says
+it (-N for signal N), or ``timeout``.
 
 Each imports each LIBRARY (``path:FILE`` or ``module:NAME``), never tf_stopgrad (its op library
 would hide what TensorFlow alone lacks, which it notes in DIRECTORY/unregistered), then calls the
@@ -127,12 +128,12 @@ def main(directory: pathlib.Path, libraries: list[str], op_types: list[str]) -> 
 
 def serve() -> None:
     """A fresh process for each request: forked before TensorFlow has run anything, as a new one
-    would be, without the seconds its import takes; killed if it runs past TIMEOUT_S."""
+    would be, without the seconds its import takes; killed if it runs past its time."""
     for line in sys.stdin:
-        timeout, place, *arguments = json.loads(line)
+        timeout, place, call, *arguments = json.loads(line)
         pid = os.fork()
         if not pid:
-            fresh(pathlib.Path(place), arguments)
+            fresh(pathlib.Path(place), call, arguments)
         deadline = time.monotonic() + timeout
         while not (ended := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -142,14 +143,19 @@ def serve() -> None:
         print(os.waitstatus_to_exitcode(ended[1]) if ended[0] else "timeout", flush=True)
 
 
-def fresh(place: pathlib.Path, arguments: list[str]) -> None:
-    """The forked process: its output to DIRECTORY/stderr, main's error to DIRECTORY/error."""
+def fresh(place: pathlib.Path, call: str, arguments: list[str]) -> None:
+    """The forked process, in DIRECTORY: main, or ``call`` (MODULE:FUNCTION) on the arguments;
+    what it prints goes to DIRECTORY/stderr, an error it raises to DIRECTORY/error."""
     output = os.open(place / "stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(output, 1)
     os.dup2(output, 2)
     os.chdir(place)
     try:
-        main(place, arguments[:arguments.index("--")], arguments[arguments.index("--") + 1:])
+        if call:
+            module, _, function = call.partition(":")
+            getattr(importlib.import_module(module), function)(*arguments)
+        else:
+            main(place, arguments[:arguments.index("--")], arguments[arguments.index("--") + 1:])
     except Exception as failure:
         (place / "error").write_text(f"{type(failure).__name__}\n{failure}")
         os._exit(1)

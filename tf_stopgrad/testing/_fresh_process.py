@@ -163,21 +163,30 @@ def _one_process(directory: str, libraries: list[str], op_types: list[str]) -> t
     """Runs a fresh process on ``directory``: ('', '') if it ends well, ('', its error's text) if
     it raises, or how it ended otherwise (with a signal, or none in time) and what a CHECK or
     glibc said."""
-    server = start_server()
-    assert server.stdin is not None and server.stdout is not None
-    server.stdin.write(json.dumps([TIMEOUT_S, directory, *libraries, "--", *op_types]) + "\n")
-    server.stdin.flush()
-    if not (answer := server.stdout.readline().strip()):
-        raise RuntimeError(f"the process that forks the fresh ones ended ({server.wait()})")
-    if answer == "timeout":
+    code, printed = forked(directory, [*libraries, "--", *op_types])
+    if code is None:
         return f"without finishing within {TIMEOUT_S} s", ""
-    code, printed = int(answer), Path(directory, "stderr").read_text(errors="replace")
     if code < 0:
         said = re.search(ABORTED, printed, re.MULTILINE)
         return f"with {signal.Signals(-code).name}", f" ({said[0]})" if said else ""
     if not code or not (error := Path(directory, "error")).exists():
         return "", f"exit status {code}: {printed[-300:]}" if code else ""
     return "", error.read_text()
+
+
+def forked(directory: str, arguments: list[str], call: str | None = None,
+           timeout: float = TIMEOUT_S) -> tuple[int | None, str]:
+    """How a process forked by _child.py in ``directory`` ended (its exit status, -N for signal
+    N, None past ``timeout``), and what it printed: _child.py's main on ``arguments``, or
+    ``call``, MODULE:FUNCTION, on them."""
+    server = start_server()
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write(json.dumps([timeout, directory, call, *arguments]) + "\n")
+    server.stdin.flush()
+    if not (answer := server.stdout.readline().strip()):
+        raise RuntimeError(f"the process that forks the fresh ones ended ({server.wait()})")
+    printed = Path(directory, "stderr").read_text(errors="replace")
+    return (None if answer == "timeout" else int(answer)), printed
 
 
 _servers: dict[tuple[str, ...], subprocess.Popen] = {}

@@ -7,12 +7,9 @@ import argparse
 import importlib
 import itertools
 import json
-import os
 import re
 import shlex
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 import warnings
@@ -32,6 +29,7 @@ from ._run import Verdict, kept
 RTOL, ATOL = 1e-2, 1e-3
 RANKS, SIZES = range(5), (2, 3, 4, 1)  # asked of the shape function, in this order
 COMMON = (tf.float32, tf.float64, tf.int32, tf.int64, tf.string)  # for a type attr left open
+AXIS = re.compile(r"(.*_)?(axis|dim)")  # an int attribute so named, without a minimum: -1 first
 ATTRS = 4  # opcheck calls per op at the most: the attributes' first values, then others
 TIMEOUT_S = 900
 MARKS = {"ok": "✓", "failed": "✗", "skipped": "-"}
@@ -172,15 +170,12 @@ def _check_apart(spec: dict[str, Any]) -> OpcheckResults:
     """An op's results, from a process of its own; if that ends otherwise, ones that say how."""
     with tempfile.TemporaryDirectory(prefix="opcheck-library-") as directory:
         spec["out"] = out = str(Path(directory, "results.json"))
-        code = "import sys; from tf_stopgrad.testing import _library; _library._check(sys.argv[1])"
-        try:
-            ran = subprocess.run([sys.executable, "-c", code, json.dumps(spec)],
-                                 capture_output=True, text=True, timeout=TIMEOUT_S,
-                                 env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-            ended = f"with {signal.Signals(-ran.returncode).name}" if ran.returncode < 0 else \
-                f"with exit status {ran.returncode}: {ran.stderr[-300:]}" if ran.returncode else ""
-        except subprocess.TimeoutExpired:
-            ended = f"without finishing within {TIMEOUT_S} s"
+        code, printed = _fresh_process.forked(directory, [json.dumps(spec)],
+                                              f"{__name__}:_check", TIMEOUT_S)
+        error = Path(directory, "error")
+        ended = f"without finishing within {TIMEOUT_S} s" if code is None else \
+            f"with {signal.Signals(-code).name}" if code < 0 else f"with exit status {code}: " \
+            f"{(error.read_text() if error.exists() else printed)[-300:]}" if code else ""
         if not ended:
             found = json.loads(Path(out).read_text())
             results = OpcheckResults({name: CheckResult(status, why, "", *map(tuple, told)) for
@@ -201,7 +196,7 @@ def _check(spec: str) -> None:
     type, library path, modules, checks, and ``out``, the results' file, beside a ``stage`` one)."""
     path, op_type, out, modules, checks = map(json.loads(spec).get, (
         "path", "op_type", "out", "modules", "checks"))
-    _fresh_process.start_server()  # importing TensorFlow while the samples are derived
+    _fresh_process.start_server()  # its import of TensorFlow while the samples are derived
     stage, _ = Path(out).with_name("stage"), [importlib.import_module(m) for m in modules]
     module, op_def = tf.load_op_library(path), _compat.registered_op_def(op_type)
     simple = re.sub(r"[^a-z0-9]", "", op_type.lower())
@@ -213,7 +208,7 @@ def _check(spec: str) -> None:
     for attrs in variants:
         stage.write_text(f"its shape function was asked, with {attrs}")
         fn = _call(op_def, getattr(module, name), attrs)
-        samples, derived = _derived_samples(fn, dtypes)
+        samples, derived = _derived_samples(fn, op_def, dtypes)
         found["derived"] += derived
         found["accepted"] += len(samples)
         if not samples:
@@ -263,7 +258,9 @@ def _attribute_variants(op_def: Any) -> list[dict[str, Any]]:
         elif attr.type == "string" and attr.allowed_values.list.s:
             choices[attr.name] = [s.decode() for s in attr.allowed_values.list.s]
         else:
-            plain: dict[str, list[Any]] = {"int": [first, first + 1], "bool": [False, True],
+            axis = attr.type == "int" and not attr.has_minimum and AXIS.fullmatch(attr.name)
+            plain: dict[str, list[Any]] = {"int": [-1, 0] if axis else [first, first + 1],
+                                           "bool": [False, True],
                                            "float": [0.5], "string": [""], "shape": [[2]]}
             choices[attr.name] = plain.get(attr.type, [[max(first, 1)] * max(first, 1)])
     base = {name: values[0] for name, values in choices.items()}
@@ -295,7 +292,8 @@ def _dtype_variants(op_def: Any) -> list[list[tf.DType]]:
     return variants
 
 
-def _derived_samples(fn: Callable[..., Any], variants: list[list[tf.DType]]) -> tuple[list, int]:
+def _derived_samples(fn: Callable[..., Any], op_def: Any, variants: list[list[tf.DType]]
+                     ) -> tuple[list, int]:
     """A sample of each dtype variant at the ranks and sizes the shape function accepts (each
     input's first rank, 1 or more unless only a scalar, asked with the others unknown, then at
     theirs), for the first variant the next ranks too; and how many were derived."""
@@ -312,7 +310,7 @@ def _derived_samples(fn: Callable[..., Any], variants: list[list[tf.DType]]) -> 
                 break
             derived += 1
             if (shapes := _sizes(fn, dtypes, [r[k] for r in accepted.values()])) is not None:
-                samples.append(tuple(_values(rng, d, s) for d, s in zip(dtypes, shapes)))
+                samples.append(_sample(rng, op_def, dtypes, shapes))
     return samples, max(derived, 1)
 
 
@@ -336,14 +334,25 @@ def _accepts(fn: Callable[..., Any], dtypes: list[tf.DType], shapes: dict[int, l
             return kept(error) is None
 
 
-def _values(rng: np.random.Generator, dtype: tf.DType, shape: list[int]) -> np.ndarray:
-    """Floats from a normal distribution; integers 0 and 1, within every size; short strings."""
-    if dtype == tf.string:
-        return rng.choice(np.array([b"ab", b"xyz", b"hello world"], object), shape)
-    if dtype.is_floating or dtype.is_complex:
-        imaginary = 1j * rng.standard_normal(shape) if dtype.is_complex else 0
-        return np.asarray(rng.standard_normal(shape) + imaginary).astype(dtype.as_numpy_dtype)
-    return rng.integers(0, 2, shape).astype(dtype.as_numpy_dtype)
+def _sample(rng: np.random.Generator, op_def: Any, dtypes: list[tf.DType], shapes: list) -> tuple:
+    """Each input's values: floats from a normal distribution; integers 0 and 1 (within every
+    size), but a vector named as row splits, which rises from 0 to input 0's rows, as a ragged
+    tensor's must; short strings."""
+    names = [arg.name for arg, at in zip(op_def.input_arg, _grouping(op_def, len(dtypes)))
+             for _ in range(1 if isinstance(at, int) else at.stop - at.start)]
+    arrays: list[np.ndarray] = []
+    for name, dtype, shape in zip(names, dtypes, shapes):
+        if dtype == tf.string:
+            arrays.append(rng.choice(np.array([b"ab", b"xyz", b"hello world"], object), shape))
+        elif dtype.is_floating or dtype.is_complex:
+            imaginary = 1j * rng.standard_normal(shape) if dtype.is_complex else 0
+            arrays.append(np.asarray(rng.standard_normal(shape) + imaginary).astype(
+                dtype.as_numpy_dtype))
+        else:
+            rows = len(arrays[0]) if arrays and arrays[0].ndim else 0
+            arrays.append((np.linspace(0, rows, shape[0]) if name.endswith("splits") and len(
+                shape) == 1 else rng.integers(0, 2, shape)).astype(dtype.as_numpy_dtype))
+    return tuple(arrays)
 
 
 def _call(op_def: Any, wrapper: Callable[..., Any], attrs: dict[str, Any]) -> Callable[..., Any]:
