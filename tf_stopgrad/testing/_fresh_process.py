@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -179,17 +180,19 @@ def forked(directory: str, arguments: list[str], call: str | None = None,
     """How a process forked by _child.py in ``directory`` ended (its exit status, -N for signal
     N, None past ``timeout``), and what it printed: _child.py's main on ``arguments``, or
     ``call``, MODULE:FUNCTION, on them."""
-    server = start_server()
-    assert server.stdin is not None and server.stdout is not None
-    server.stdin.write(json.dumps([timeout, directory, call, *arguments]) + "\n")
-    server.stdin.flush()
-    if not (answer := server.stdout.readline().strip()):
-        raise RuntimeError(f"the process that forks the fresh ones ended ({server.wait()})")
+    with _one_at_a_time:  # a request and its answer, which other threads' must not split
+        server = start_server()
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write(json.dumps([timeout, directory, call, *arguments]) + "\n")
+        server.stdin.flush()
+        if not (answer := server.stdout.readline().strip()):
+            raise RuntimeError(f"the process that forks the fresh ones ended ({server.wait()})")
     printed = Path(directory, "stderr").read_text(errors="replace")
     return (None if answer == "timeout" else int(answer)), printed
 
 
 _servers: dict[tuple[str, ...], subprocess.Popen] = {}
+_one_at_a_time = threading.Lock()
 
 
 def start_server() -> subprocess.Popen:
@@ -199,7 +202,7 @@ def start_server() -> subprocess.Popen:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", GLIBC_TUNABLES=TUNABLES)
     key = (sys.executable, *sorted(f"{name}={value}" for name, value in env.items()))
     if key not in _servers or _servers[key].poll() is not None:
-        _stop_servers()
+        stop_servers()
         _servers[key] = subprocess.Popen([sys.executable, str(CHILD)], env=env, text=True,
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.DEVNULL)
@@ -207,7 +210,10 @@ def start_server() -> subprocess.Popen:
 
 
 @atexit.register
-def _stop_servers() -> None:
-    while _servers:
+def stop_servers() -> None:
+    """Ends each, and waits for it, so that its CPU time, and its forks', is counted as this
+    process's children's."""
+    while _servers:  # a fresh process it forked ends by itself, within its time
         server = _servers.popitem()[1]
-        server.communicate()  # its stdin closed, it ends
+        server.kill()
+        server.communicate()

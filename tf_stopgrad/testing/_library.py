@@ -236,6 +236,7 @@ def _check(spec: str) -> None:
             command for result in failed for command in result[3]]) if failed else next(
             (result for result in each if result[0] == "ok"), each[0])
     Path(out).write_text(json.dumps({**found, "results": merged}))
+    _fresh_process.stop_servers()  # before the exit that skips atexit
 
 
 def _attribute_variants(op_def: Any) -> list[dict[str, Any]]:
