@@ -71,7 +71,7 @@ def run(fn: Callable[..., Any], calls: list[Call], libraries: list[str], op_type
         save(fn, calls, directory)
         inputs, outputs = Path(directory, "inputs"), Path(directory, "outputs")
         while any(inputs.iterdir()):
-            ended, said = _one_process(directory, libraries, op_types)
+            ended, said = forked(directory, [*libraries, "--", *op_types])
             done = Path(directory, "progress").read_text().splitlines()
             if not ended or not done:  # it ended well, raised, or crashed before a sample
                 ran.error = f"it ended {ended} before it ran a sample" if ended else said
@@ -160,26 +160,12 @@ def held(thing: Any, seen: set[int]) -> list[Any]:
     return [found for part in parts if part is not None for found in held(part, seen)]
 
 
-def _one_process(directory: str, libraries: list[str], op_types: list[str]) -> tuple[str, str]:
-    """Runs a fresh process on ``directory``: ('', '') if it ends well, ('', its error's text) if
-    it raises, or how it ended otherwise (with a signal, or none in time) and what a CHECK or
-    glibc said."""
-    code, printed = forked(directory, [*libraries, "--", *op_types])
-    if code is None:
-        return f"without finishing within {TIMEOUT_S} s", ""
-    if code < 0:
-        said = re.search(ABORTED, printed, re.MULTILINE)
-        return f"with {signal.Signals(-code).name}", f" ({said[0]})" if said else ""
-    if not code or not (error := Path(directory, "error")).exists():
-        return "", f"exit status {code}: {printed[-300:]}" if code else ""
-    return "", error.read_text()
-
-
 def forked(directory: str, arguments: list[str], call: str | None = None,
-           timeout: float = TIMEOUT_S) -> tuple[int | None, str]:
-    """How a process forked by _child.py in ``directory`` ended (its exit status, -N for signal
-    N, None past ``timeout``), and what it printed: _child.py's main on ``arguments``, or
-    ``call``, MODULE:FUNCTION, on them."""
+           timeout: float = TIMEOUT_S) -> tuple[str, str]:
+    """Runs a process forked by _child.py in ``directory``, _child.py's main on ``arguments`` or
+    ``call`` (MODULE:FUNCTION) on them: ('', '') if it ends well, ('', its error's text) if it
+    raises, or how it ended otherwise (with a signal, or none in time) and what a CHECK or glibc
+    said."""
     with _one_at_a_time:  # a request and its answer, which other threads' must not split
         server = start_server()
         assert server.stdin is not None and server.stdout is not None
@@ -187,8 +173,15 @@ def forked(directory: str, arguments: list[str], call: str | None = None,
         server.stdin.flush()
         if not (answer := server.stdout.readline().strip()):
             raise RuntimeError(f"the process that forks the fresh ones ended ({server.wait()})")
-    printed = Path(directory, "stderr").read_text(errors="replace")
-    return (None if answer == "timeout" else int(answer)), printed
+    if answer == "timeout":
+        return f"without finishing within {timeout} s", ""
+    code, printed = int(answer), Path(directory, "stderr").read_text(errors="replace")
+    if code < 0:
+        said = re.search(ABORTED, printed, re.MULTILINE)
+        return f"with {signal.Signals(-code).name}", f" ({said[0]})" if said else ""
+    if not code or not (error := Path(directory, "error")).exists():
+        return "", f"exit status {code}: {printed[-300:]}" if code else ""
+    return "", error.read_text()
 
 
 _servers: dict[tuple[str, ...], subprocess.Popen] = {}

@@ -9,7 +9,6 @@ import itertools
 import json
 import re
 import shlex
-import signal
 import tempfile
 import time
 import warnings
@@ -170,12 +169,9 @@ def _check_apart(spec: dict[str, Any]) -> OpcheckResults:
     """An op's results, from a process of its own; if that ends otherwise, ones that say how."""
     with tempfile.TemporaryDirectory(prefix="opcheck-library-") as directory:
         spec["out"] = out = str(Path(directory, "results.json"))
-        code, printed = _fresh_process.forked(directory, [json.dumps(spec)],
-                                              f"{__name__}:_check", TIMEOUT_S)
-        error = Path(directory, "error")
-        ended = f"without finishing within {TIMEOUT_S} s" if code is None else \
-            f"with {signal.Signals(-code).name}" if code < 0 else f"with exit status {code}: " \
-            f"{(error.read_text() if error.exists() else printed)[-300:]}" if code else ""
+        ended, said = _fresh_process.forked(directory, [json.dumps(spec)], f"{__name__}:_check",
+                                            TIMEOUT_S)
+        ended = ended + said if ended or not said else "with " + said.replace("\n", ": ", 1)[-300:]
         if not ended:
             found = json.loads(Path(out).read_text())
             results = OpcheckResults({name: CheckResult(status, why, "", *map(tuple, told)) for
