@@ -82,17 +82,20 @@ REGISTER_OP("Opcheck>ReadsPastIndices")
       return absl::OkStatus();
     });
 
+// Rows in input 0 and a vector in input 1, of any size: the output is shaped as input 0.
+absl::Status RowsAndAVector(InferenceContext* c) {
+  ShapeHandle rows, vector;
+  TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &rows));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &vector));
+  c->set_output(0, rows);
+  return absl::OkStatus();
+}
+
 // Adds to each row of input 0 the label that input 1 holds for it, trusting input 1 to have one
 // per row.
 REGISTER_OP("Opcheck>ReadsLabelPerRow")
     .Input("input: T").Input("labels: int32").Output("output: T").Attr("T: {float, double}")
-    .SetShapeFn([](InferenceContext* c) {
-      ShapeHandle input, labels;
-      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &input));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &labels));
-      c->set_output(0, input);
-      return absl::OkStatus();
-    });
+    .SetShapeFn(RowsAndAVector);
 
 // An input refused at its extremes (NaN, Inf), and a count whose maximum overflows count + 1.
 REGISTER_OP("Opcheck>OverflowsOnLargestCount")
@@ -116,13 +119,7 @@ OPCHECK_OP("Opcheck>FreesTwiceAfterEmpty", UnchangedShape);
 REGISTER_OP("Opcheck>TakesRowSplits")
     .Input("values: T").Input("row_splits: int64").Output("output: T").Attr("T: {float, double}")
     .Attr("axis: int")
-    .SetShapeFn([](InferenceContext* c) {
-      ShapeHandle values, splits;
-      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &values));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &splits));
-      c->set_output(0, values);
-      return absl::OkStatus();
-    });
+    .SetShapeFn(RowsAndAVector);
 
 // Ops that samples derived from an OpDef cannot call: opcheck_library skips them, saying why.
 REGISTER_OP("Opcheck>TakesAFunction")
