@@ -133,7 +133,10 @@ def serve() -> None:
         timeout, place, call, *arguments = json.loads(line)
         pid = os.fork()
         if not pid:
-            fresh(pathlib.Path(place), call, arguments)
+            try:
+                fresh(pathlib.Path(place), call, arguments)
+            finally:  # never back in this loop, reading requests, if something escapes fresh()
+                os._exit(1)
         deadline = time.monotonic() + timeout
         while not (ended := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
             time.sleep(0.01)
