@@ -4,8 +4,8 @@ samples of as many dtypes and shapes (two with ``--quick``), once, in this proce
 * The checks that start no process: all but ``crash``, ``edges`` and ``saved_model`` (target:
   10 s).
 * Every check, edge samples included: the samples and the edge samples derived from them run
-  first in a fresh Python process that imports TensorFlow and tf_stopgrad and loads the
-  SavedModel, then the checks in this one (target: 20 s).
+  first in a fresh process (forked from one that has imported TensorFlow) that imports
+  tf_stopgrad and loads the SavedModel, then the checks in this one (target: 20 s).
 * A whole library, given no samples (``opcheck_library``): tf_stopgrad's op library, each op
   in a process of its own that derives its samples from the OpDef and the shape function and
   runs every check (``--quick``: ``crash`` and ``edges``), per op (target: 30 s).

@@ -88,12 +88,8 @@ def made(array, dtype) -> tf.Tensor:
 def main(directory: pathlib.Path, libraries: list[str], op_types: list[str]) -> None:
     unregistered = [op_type for op_type in op_types if _compat.registered_op_def(op_type) is None]
     (directory / "unregistered").write_text(" ".join(unregistered))
-    for library in libraries:
-        kind, _, name = library.partition(":")
-        if kind == "path":
-            tf.load_op_library(name)
-        else:
-            importlib.import_module(name)
+    for kind, _, name in (library.partition(":") for library in libraries):
+        (tf.load_op_library if kind == "path" else importlib.import_module)(name)
     if missing := [op_type for op_type in op_types if _compat.registered_op_def(op_type) is None]:
         raise LookupError(f"loading {', '.join(libraries) or 'only TensorFlow'} registers no "
                           f"{', '.join(missing)}")
@@ -150,8 +146,7 @@ def fresh(place: pathlib.Path, call: str, arguments: list[str]) -> None:
     """The forked process, in DIRECTORY: main, or ``call`` (MODULE:FUNCTION) on the arguments;
     what it prints goes to DIRECTORY/stderr, an error it raises to DIRECTORY/error."""
     output = os.open(place / "stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.dup2(output, 1)
-    os.dup2(output, 2)
+    os.dup2(output, 1), os.dup2(output, 2)
     os.chdir(place)
     try:
         if call:

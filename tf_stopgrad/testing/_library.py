@@ -51,10 +51,6 @@ SHOWS = (
 )
 
 
-class _Unsampled(Exception):
-    """Why samples cannot be derived for an op, whose checks are skipped, saying so."""
-
-
 def opcheck_library(library: Any, *, ops: Sequence[str] | None = None,
                     checks: Sequence[str] | None = None,
                     progress: Callable[[str], None] | None = None) -> dict[str, OpcheckResults]:
@@ -68,15 +64,9 @@ def opcheck_library(library: Any, *, ops: Sequence[str] | None = None,
                          f"registers {', '.join(sorted(found))}")
     names, results = sorted(ops or found), {}
     for number, op_type in enumerate(names, 1):
-        start, op_def = time.perf_counter(), _compat.registered_op_def(op_type)
-        try:  # from the OpDef alone, which loading its library registered here
-            _attribute_variants(op_def), _dtype_variants(op_def)
-        except _Unsampled as why:
-            results[op_type] = OpcheckResults({c: CheckResult("skipped", str(why))
-                                               for c in checks or CHECKS})
-        else:
-            results[op_type] = _check_apart({"path": found[op_type], "op_type": op_type,
-                                             "modules": modules, "checks": list(checks or CHECKS)})
+        start = time.perf_counter()
+        results[op_type] = _check_apart({"path": found[op_type], "op_type": op_type,
+                                         "modules": modules, "checks": list(checks or CHECKS)})
         if progress:
             progress(f"{number}/{len(names)} {op_type}: {time.perf_counter() - start:.1f} s")
     return results
@@ -192,15 +182,18 @@ def _check(spec: str) -> None:
     type, library path, modules, checks, and ``out``, the results' file, beside a ``stage`` one)."""
     path, op_type, out, modules, checks = map(json.loads(spec).get, (
         "path", "op_type", "out", "modules", "checks"))
-    _fresh_process.start_server()  # its import of TensorFlow while the samples are derived
-    stage, _ = Path(out).with_name("stage"), [importlib.import_module(m) for m in modules]
     module, op_def = tf.load_op_library(path), _compat.registered_op_def(op_type)
+    try:
+        variants, dtypes, none = _attribute_variants(op_def), _dtype_variants(op_def), ""
+        _fresh_process.start_server()  # its import of TensorFlow while the samples are derived
+    except Verdict as why:  # samples cannot be derived: every check is skipped, saying why
+        variants, dtypes, none = [], [], why.reason
+    stage, _ = Path(out).with_name("stage"), [importlib.import_module(m) for m in modules]
     simple = re.sub(r"[^a-z0-9]", "", op_type.lower())
-    name = next(n for n in dir(module) if n.islower() and n.replace("_", "") == simple)
+    name = next((n for n in dir(module) if n.islower() and n.replace("_", "") == simple), "")
     op = f"import {', '.join(['numpy as np', 'tensorflow as tf', *modules])}\nop = " \
          f"tf.load_op_library({_py(path)}).{name}"
     found, calls = {"derived": 0, "accepted": 0, "ran": 0}, list[dict[str, tuple]]()
-    variants, dtypes = _attribute_variants(op_def), _dtype_variants(op_def)
     for attrs in variants:
         stage.write_text(f"its shape function was asked, with {attrs}")
         fn = _call(op_def, getattr(module, name), attrs)
@@ -223,7 +216,8 @@ def _check(spec: str) -> None:
                                 f"{r.problems[0]}", [], []) if r.problems and not problems else (
                 r.status, r.reason, [named + p for p in problems],
                 [_command(op_def, op, attrs, results.samples, p) for p in problems])
-    merged, none = {}, f"its shape function accepts none of {found['derived']} samples"
+    merged = {}
+    none = none or f"its shape function accepts none of {found['derived']} samples"
     for check in checks:  # it fails where it fails with any of the attributes
         each = [call[check] for call in calls] or [("skipped", none, [], [])]
         failed = [result for result in each if result[0] == "failed"]
@@ -243,23 +237,22 @@ def _attribute_variants(op_def: Any) -> list[dict[str, Any]]:
                 for name in (arg.type_attr, arg.number_attr, arg.type_list_attr)}
     choices: dict[str, list[Any]] = {}
     for attr in op_def.attr:
-        first = attr.minimum if attr.has_minimum else 0
+        low = attr.minimum if attr.has_minimum else 0
         if attr.name in inferred or attr.HasField("default_value"):
             continue
         if "func" in attr.type or attr.type == "tensor":
-            raise _Unsampled(f"attribute {attr.name} is a {attr.type}, which derived samples "
-                             "cannot give")
+            raise Verdict("skipped", f"attribute {attr.name} is a {attr.type}, which derived "
+                          "samples cannot give")
         if attr.type in ("type", "list(type)"):
-            choices[attr.name] = [[t.name] * max(first, 1) if "list" in attr.type else t.name
+            choices[attr.name] = [[t.name] * max(low, 1) if "list" in attr.type else t.name
                                   for t in _allowed(attr)]
         elif attr.type == "string" and attr.allowed_values.list.s:
             choices[attr.name] = [s.decode() for s in attr.allowed_values.list.s]
         else:
             axis = attr.type == "int" and not attr.has_minimum and AXIS.fullmatch(attr.name)
-            plain: dict[str, list[Any]] = {"int": [-1, 0] if axis else [first, first + 1],
-                                           "bool": [False, True],
-                                           "float": [0.5], "string": [""], "shape": [[2]]}
-            choices[attr.name] = plain.get(attr.type, [[max(first, 1)] * max(first, 1)])
+            plain: dict[str, list] = {"bool": [False, True], "float": [0.5], "shape": [[2]],
+                                      "int": [-1, 0] if axis else [low, low + 1], "string": [""]}
+            choices[attr.name] = plain.get(attr.type, [[max(low, 1)] * max(low, 1)])
     base = {name: values[0] for name, values in choices.items()}
     others = [{**base, name: value} for name, values in choices.items() for value in values[1:]]
     return [base, *others][:ATTRS]
@@ -283,8 +276,8 @@ def _dtype_variants(op_def: Any) -> list[list[tf.DType]]:
             dtypes += [_allowed(attrs[arg.type_list_attr])[0] if arg.type_list_attr else
                        tf.as_dtype(arg.type) if arg.type else types[arg.type_attr]] * count
         if {tf.resource, tf.variant} & set(dtypes):
-            raise _Unsampled("an input is a resource or a variant, which derived samples "
-                             "cannot make")
+            raise Verdict("skipped", "an input is a resource or a variant, which derived "
+                          "samples cannot make")
         variants.append(dtypes)
     return variants
 
@@ -332,15 +325,15 @@ def _accepts(fn: Callable[..., Any], dtypes: list[tf.DType], shapes: dict[int, l
 
 
 def _sample(rng: np.random.Generator, op_def: Any, dtypes: list[tf.DType], shapes: list) -> tuple:
-    """Each input's values: floats from a normal distribution; integers 0 and 1 (within every
-    size), but a vector named as row splits, which rises from 0 to input 0's rows, as a ragged
-    tensor's must; short strings."""
+    """Each input's values: floats from a normal distribution; integers 1 (a count, an index
+    within every size), but a vector named as row splits, which rises from 0 to input 0's rows,
+    as a ragged tensor's must; strings of two bytes, within an input sized per byte."""
     names = [arg.name for arg, at in zip(op_def.input_arg, _grouping(op_def, len(dtypes)))
              for _ in range(1 if isinstance(at, int) else at.stop - at.start)]
     arrays: list[np.ndarray] = []
     for name, dtype, shape in zip(names, dtypes, shapes):
         if dtype == tf.string:
-            arrays.append(rng.choice(np.array([b"ab", b"xyz", b"hello world"], object), shape))
+            arrays.append(rng.choice(np.array([b"ab", b"c ", b" d"], object), shape))
         elif dtype.is_floating or dtype.is_complex:
             imaginary = 1j * rng.standard_normal(shape) if dtype.is_complex else 0
             arrays.append(np.asarray(rng.standard_normal(shape) + imaginary).astype(
@@ -348,7 +341,7 @@ def _sample(rng: np.random.Generator, op_def: Any, dtypes: list[tf.DType], shape
         else:
             rows = len(arrays[0]) if arrays and arrays[0].ndim else 0
             arrays.append((np.linspace(0, rows, shape[0]) if name.endswith("splits") and len(
-                shape) == 1 else rng.integers(0, 2, shape)).astype(dtype.as_numpy_dtype))
+                shape) == 1 else np.ones(shape)).astype(dtype.as_numpy_dtype))
     return tuple(arrays)
 
 
@@ -383,18 +376,18 @@ def _command(op_def: Any, op: str, attrs: dict[str, Any], samples: dict[int, Any
     if "memory no one wrote" in problem or "outputs vary" in problem:
         return "for p in 90 165 90; do GLIBC_TUNABLES=glibc.malloc.tcache_count=0 " \
                f"MALLOC_PERTURB_=$p python -c {shlex.quote(script)}; done"
-    return f"python -c {shlex.quote(script)}"
+    return f"MALLOC_PERTURB_=90 python -c {shlex.quote(script)}"  # fills as the fresh process
 
 
 def _tensor_source(array: np.ndarray, dtype: tf.DType) -> str:
-    """Python that makes a sample's tensor as the fresh process does, an empty one unbuffered."""
+    """Python that makes a sample's tensor as the fresh process does (_child.py's ``made``)."""
     shape, name = list(array.shape), f"tf.{dtype.name}"
     if not array.size:
         return f"tf.zeros({shape}, {name})"
-    if dtype == tf.string:
-        return f"tf.constant(np.array({_py(array.reshape(-1).tolist())}, object).reshape({shape}))"
-    return f"tf.constant(np.frombuffer(bytes.fromhex({_py(array.tobytes().hex())}), " \
-           f"{name}.as_numpy_dtype).reshape({shape}), {name})"
+    made = f"np.array({_py(array.reshape(-1).tolist())}, object)" if dtype == tf.string else \
+        f"np.frombuffer(bytes.fromhex({_py(array.tobytes().hex())}), {name}.as_numpy_dtype)"
+    made = f"tf.constant({made}.reshape({shape}), {name})"
+    return made if dtype.is_quantized else f"tf.raw_ops.DeepCopy(x={made})"
 
 
 def _py(value: Any) -> str:
