@@ -146,7 +146,8 @@ def fresh(place: pathlib.Path, call: str, arguments: list[str]) -> None:
     """The forked process, in DIRECTORY: main, or ``call`` (MODULE:FUNCTION) on the arguments;
     what it prints goes to DIRECTORY/stderr, an error it raises to DIRECTORY/error."""
     output = os.open(place / "stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.dup2(output, 1), os.dup2(output, 2)
+    os.dup2(output, 1)
+    os.dup2(output, 2)
     os.chdir(place)
     try:
         if call:
