@@ -2,7 +2,7 @@
 
 Here, the API. The checks are in _checks.py (a new check is a function there and a row in its
 ``TABLE``); what they ask of one call, ``Run``, in _run.py; the samples in _samples.py; the fresh
-process that a crashing kernel ends in _fresh_process.py and _child.py; a library in _library.py.
+process that a crashing kernel ends in _fresh_process.py; a library in _library.py.
 """
 
 from __future__ import annotations

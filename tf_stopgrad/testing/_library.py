@@ -373,14 +373,15 @@ def _command(op_def: Any, op: str, attrs: dict[str, Any], samples: dict[int, Any
     shows = next(shows for words, shows in SHOWS if words in problem)
     first = "".join(f"try: F(*[{made}])\nexcept Exception: pass\n" for made in inputs[:-1])
     script = f"{op}\nF = lambda *x: op({', '.join(args)})\n{first}x = [{inputs[-1]}]\n{shows}"
+    fills = [str(fill) for fill in _fresh_process.PERTURB.values()]  # as its eager calls
     if "memory no one wrote" in problem or "outputs vary" in problem:
-        return "for p in 90 165 90; do GLIBC_TUNABLES=glibc.malloc.tcache_count=0 " \
+        return f"for p in {' '.join(fills)}; do GLIBC_TUNABLES=glibc.malloc.tcache_count=0 " \
                f"MALLOC_PERTURB_=$p python -c {shlex.quote(script)}; done"
-    return f"MALLOC_PERTURB_=90 python -c {shlex.quote(script)}"  # fills as the fresh process
+    return f"MALLOC_PERTURB_={fills[0]} python -c {shlex.quote(script)}"
 
 
 def _tensor_source(array: np.ndarray, dtype: tf.DType) -> str:
-    """Python that makes a sample's tensor as the fresh process does (_child.py's ``made``)."""
+    """Python that makes a sample's tensor as the fresh process does (_fresh_process.made)."""
     shape, name = list(array.shape), f"tf.{dtype.name}"
     if not array.size:
         return f"tf.zeros({shape}, {name})"
@@ -392,8 +393,7 @@ def _tensor_source(array: np.ndarray, dtype: tf.DType) -> str:
 
 def _py(value: Any) -> str:
     """Python source of ``value``, in double quotes where it has none (for a shell's single)."""
-    source = repr(value)
-    return source if '"' in source else source.replace("'", '"')
+    return repr(value) if '"' in repr(value) else repr(value).replace("'", '"')
 
 
 def _allowed(attr: Any) -> list[tf.DType]:

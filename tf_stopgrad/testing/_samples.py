@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import tensorflow as tf
 
-OPAQUE = (tf.variant, tf.resource)  # dtypes whose values cannot be read, only their shapes
+from ._fresh_process import OPAQUE
 
 
 @dataclasses.dataclass(frozen=True, eq=False)  # hashed by identity, for the run's caches
