@@ -212,16 +212,47 @@ def forked(directory: str, arguments: list[str], call: str | None = None,
     return "", error.read_text()
 
 
-_servers: dict[tuple[str, ...], subprocess.Popen] = {}
+class Forked:
+    """A server that ``fresh`` forked for its process, with the part of Popen's API used here."""
+
+    def __init__(self, pid: int, requests: int, answers: int):
+        self.pid, self.stdin, self.stdout = pid, os.fdopen(requests, "w"), os.fdopen(answers)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and (ended := os.waitpid(self.pid, os.WNOHANG))[0]:
+            self.returncode = os.waitstatus_to_exitcode(ended[1])
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+    def communicate(self) -> None:
+        self.stdin.close()
+        self.wait()
+        self.stdout.close()
+
+
+_servers: dict[tuple[str, ...], subprocess.Popen | Forked] = {}
 _one_at_a_time = threading.Lock()
+FORKED = "OPCHECK_FORKED_SERVER"  # its pid and pipes, for a process that fresh forked one for
 
 
-def start_server() -> subprocess.Popen:
+def start_server() -> subprocess.Popen | Forked:
     """This file run by path, serving this process's environment (PYTHONPATH finds the
-    libraries' modules), started anew if that changed. Its allocator keeps no per-thread cache
-    (tcache), so glibc fills every block it hands out."""
+    libraries' modules), started anew if that changed, or the one fresh forked for it. Its
+    allocator keeps no per-thread cache (tcache), so glibc fills every block it hands out."""
+    forked = os.environ.pop(FORKED, "")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", GLIBC_TUNABLES=TUNABLES)
     key = (sys.executable, *sorted(f"{name}={value}" for name, value in env.items()))
+    if forked:
+        _servers[key] = Forked(*map(int, forked.split()))
     if key not in _servers or _servers[key].poll() is not None:
         stop_servers()
         _servers[key] = subprocess.Popen([sys.executable, __file__], env=env, text=True,
@@ -347,7 +378,18 @@ def fresh(place: Path, call: str, arguments: list[str]) -> None:
     os.dup2(output, 2)
     os.chdir(place)
     try:
-        if call:
+        if call:  # it may ask for fresh processes: a server forked while it has run nothing
+            requests, answers = os.pipe(), os.pipe()
+            if not (pid := os.fork()):
+                os.dup2(requests[0], 0)
+                os.dup2(answers[1], 1)
+                for end in (*requests, *answers):
+                    os.close(end)
+                serve()
+                os._exit(0)
+            os.environ[FORKED] = f"{pid} {requests[1]} {answers[0]}"
+            os.close(requests[0])
+            os.close(answers[1])
             module, _, function = call.partition(":")
             getattr(importlib.import_module(module), function)(*arguments)
         else:

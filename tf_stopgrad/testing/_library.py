@@ -185,7 +185,6 @@ def _check(spec: str) -> None:
     module, op_def = tf.load_op_library(path), _compat.registered_op_def(op_type)
     try:
         variants, dtypes, none = _attribute_variants(op_def), _dtype_variants(op_def), ""
-        _fresh_process.start_server()  # its import of TensorFlow while the samples are derived
     except Verdict as why:  # samples cannot be derived: every check is skipped, saying why
         variants, dtypes, none = [], [], why.reason
     stage, _ = Path(out).with_name("stage"), [importlib.import_module(m) for m in modules]
