@@ -4,7 +4,9 @@ shape function (docs/opcheck.md, "A whole library"), each in a process of its ow
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import inspect
 import itertools
 import json
 import re
@@ -31,6 +33,7 @@ COMMON = (tf.float32, tf.float64, tf.int32, tf.int64, tf.string)  # for a type a
 AXIS = re.compile(r"(.*_)?(axis|dim)")  # an int attribute so named, without a minimum: -1 first
 ATTRS = 4  # opcheck calls per op at the most: the attributes' first values, then others
 TIMEOUT_S = 900
+UNSHOWN = "without finishing within"  # a fresh process that ran out of time, no command shows
 MARKS = {"ok": "✓", "failed": "✗", "skipped": "-"}
 # What shows a problem, by its first words found: Python that calls F, the op, on x, its inputs.
 SHOWS = (
@@ -183,11 +186,12 @@ def _check(spec: str) -> None:
     path, op_type, out, modules, checks = map(json.loads(spec).get, (
         "path", "op_type", "out", "modules", "checks"))
     module, op_def = tf.load_op_library(path), _compat.registered_op_def(op_type)
+    defaults = _python_defaults([importlib.import_module(m) for m in modules])
     try:
-        variants, dtypes, none = _attribute_variants(op_def), _dtype_variants(op_def), ""
+        variants, dtypes, none = _attribute_variants(op_def, defaults), _dtype_variants(op_def), ""
     except Verdict as why:  # samples cannot be derived: every check is skipped, saying why
         variants, dtypes, none = [], [], why.reason
-    stage, _ = Path(out).with_name("stage"), [importlib.import_module(m) for m in modules]
+    stage = Path(out).with_name("stage")
     simple = re.sub(r"[^a-z0-9]", "", op_type.lower())
     name = next((n for n in dir(module) if n.islower() and n.replace("_", "") == simple), "")
     op = f"import {', '.join(['numpy as np', 'tensorflow as tf', *modules])}\nop = " \
@@ -206,15 +210,18 @@ def _check(spec: str) -> None:
                           atol=ATOL)
         eager = [results.screened.outputs.get((i, "eagerly")) for i in range(len(samples))]
         found["ran"] += sum(isinstance(outputs, list) for outputs in eager)
-        # A sample the kernel refuses with an error is no input of the op's: its problems go.
+        # A sample the kernel refuses with an error is no input of the op's, and a process that
+        # did not finish in time (a kernel's error may leave a lock held) no command shows.
         refused = tuple(f"sample {i} (" for i, said in enumerate(eager) if isinstance(said, str))
         named, calls = f"with {attrs}: " if len(variants) > 1 else "", [*calls, {}]
         for check, r in results.items():
-            problems = [p for p in r.problems if not p.startswith(refused)]
-            calls[-1][check] = ("skipped", f"the kernel refuses each sample {check} fails on: "
-                                f"{r.problems[0]}", [], []) if r.problems and not problems else (
-                r.status, r.reason, [named + p for p in problems],
-                [_command(op_def, op, attrs, results.samples, p) for p in problems])
+            problems = [p for p in r.problems if not p.startswith(refused) and UNSHOWN not in p]
+            if r.problems and not problems:
+                calls[-1][check] = ("skipped", f"{check} fails only on samples the kernel "
+                                    f"refuses, or out of time: {r.problems[0]}", [], [])
+            else:
+                calls[-1][check] = (r.status, r.reason, [named + p for p in problems], [
+                    _command(op_def, op, attrs, results.samples, p) for p in problems])
     merged = {}
     none = none or f"its shape function accepts none of {found['derived']} samples"
     for check in checks:  # it fails where it fails with any of the attributes
@@ -228,10 +235,11 @@ def _check(spec: str) -> None:
     _fresh_process.stop_servers()  # before the exit that skips atexit
 
 
-def _attribute_variants(op_def: Any) -> list[dict[str, Any]]:
+def _attribute_variants(op_def: Any, defaults: dict[str, list[str]]) -> list[dict[str, Any]]:
     """Values of the attributes that the inputs do not set, but for those with a default, left
-    to it: each one's first allowed value, an integer's minimum (or 0), False; then, one
-    attribute at a time, its other allowed values, an integer's next, True."""
+    to it: each one's first allowed value, an integer's minimum (or 0), False, a string's
+    ``defaults`` (or ""); then, one attribute at a time, its other allowed values, an integer's
+    next, True."""
     inferred = {name for arg in op_def.input_arg
                 for name in (arg.type_attr, arg.number_attr, arg.type_list_attr)}
     choices: dict[str, list[Any]] = {}
@@ -250,16 +258,32 @@ def _attribute_variants(op_def: Any) -> list[dict[str, Any]]:
         else:
             axis = attr.type == "int" and not attr.has_minimum and AXIS.fullmatch(attr.name)
             plain: dict[str, list] = {"bool": [False, True], "float": [0.5], "shape": [[2]],
-                                      "int": [-1, 0] if axis else [low, low + 1], "string": [""]}
+                                      "int": [-1, 0] if axis else [low, low + 1],
+                                      "string": defaults.get(attr.name, [""])}
             choices[attr.name] = plain.get(attr.type, [[max(low, 1)] * max(low, 1)])
     base = {name: values[0] for name, values in choices.items()}
     others = [{**base, name: value} for name, values in choices.items() for value in values[1:]]
     return [base, *others][:ATTRS]
 
 
+def _python_defaults(modules: list[Any]) -> dict[str, list[str]]:
+    """The strings that the modules' public functions, classes and methods give as defaults, by
+    parameter name: for an attribute of that name with no default of its own (tensorflow-text's
+    ``normalization_form="NFKC"``)."""
+    public = [getattr(m, name) for m in modules for name in dir(m) if not name.startswith("_")]
+    found: dict[str, set[str]] = {}
+    for thing in public + [method for c in public if inspect.isclass(c)
+                           for name, method in vars(c).items() if not name.startswith("_")]:
+        with contextlib.suppress(TypeError, ValueError):  # no function, or no signature
+            for parameter in inspect.signature(thing).parameters.values():
+                if isinstance(parameter.default, str) and parameter.default:
+                    found.setdefault(parameter.name, set()).add(parameter.default)
+    return {name: sorted(values) for name, values in found.items()}
+
+
 def _dtype_variants(op_def: Any) -> list[list[tf.DType]]:
     """The inputs' dtypes: each type attribute's allowed dtypes in turn, the others at their
-    first; then a list input (N * T) one longer than N's minimum."""
+    first; a list input (N * T) at N's minimum, then one longer."""
     attrs = {attr.name: attr for attr in op_def.attr}
     allowed = {arg.type_attr: _allowed(attrs[arg.type_attr])
                for arg in op_def.input_arg if arg.type_attr}
@@ -271,7 +295,8 @@ def _dtype_variants(op_def: Any) -> list[list[tf.DType]]:
         dtypes = []
         for arg in op_def.input_arg:
             listed = arg.number_attr or arg.type_list_attr
-            count = max(attrs[listed].minimum, 1) + more * bool(arg.number_attr) if listed else 1
+            count = (attrs[listed].minimum + more if arg.number_attr else max(
+                attrs[listed].minimum, 1)) if listed else 1
             dtypes += [_allowed(attrs[arg.type_list_attr])[0] if arg.type_list_attr else
                        tf.as_dtype(arg.type) if arg.type else types[arg.type_attr]] * count
         if {tf.resource, tf.variant} & set(dtypes):
