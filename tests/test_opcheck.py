@@ -558,6 +558,17 @@ def test_a_kernels_shape_that_its_shape_function_contradicts_fails_shape_fn_with
                                             "compared eagerly only (see shape_fn)")
 
 
+@pytest.mark.slow
+def test_a_variant_output_is_held_to_its_shape_on_edge_samples_too():
+    # The fresh process writes a variant as bools of its shape: no dtype to contradict.
+    results = opcheck(lambda x: tf.raw_ops.TensorListFromTensor(
+        tensor=x, element_shape=tf.constant([-1], tf.int32)), [(np.ones([2, 3], np.float32),)],
+        checks=["shape_fn", "edges"])
+
+    assert not results.failures(), str(results)
+    assert results["shape_fn"].reason.startswith("inferred shapes and dtypes agree")
+
+
 def test_ways_may_give_other_values_on_an_inf_or_a_nan_but_not_other_shapes():
     def infinity_to(x, eager, graph):  # two right algorithms may make other non-finite values
         return tf.where(tf.math.is_finite(x), x, eager if tf.executing_eagerly() else graph)

@@ -190,10 +190,11 @@ def held(thing: Any, seen: set[int]) -> list[Any]:
 
 
 def forked(directory: str, arguments: list[str], call: str | None = None,
-           timeout: float = TIMEOUT_S) -> tuple[str, str]:
+           timeout: float | None = None) -> tuple[str, str]:
     """Runs a fresh process in ``directory``, ``main`` on ``arguments`` or ``call``
     (MODULE:FUNCTION) on them: ('', '') if it ends well, ('', its error's text) if it raises, or
     how it ended otherwise (with a signal, or none in time) and what a CHECK or glibc said."""
+    timeout = timeout or TIMEOUT_S  # read now: opcheck_library's op process lowers it
     with _one_at_a_time:  # a request and its answer, which other threads' must not split
         server = start_server()
         assert server.stdin is not None and server.stdout is not None

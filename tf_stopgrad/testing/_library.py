@@ -32,7 +32,7 @@ RANKS, SIZES = range(5), (2, 3, 4, 1)  # asked of the shape function, in this or
 COMMON = (tf.float32, tf.float64, tf.int32, tf.int64, tf.string)  # for a type attr left open
 AXIS = re.compile(r"(.*_)?(axis|dim)")  # an int attribute so named, without a minimum: -1 first
 ATTRS = 4  # opcheck calls per op at the most: the attributes' first values, then others
-TIMEOUT_S = 900
+TIMEOUT_S, FRESH_TIMEOUT_S = 900, 60  # an op's process, each of its fresh processes
 UNSHOWN = "without finishing within"  # a fresh process that ran out of time, no command shows
 MARKS = {"ok": "✓", "failed": "✗", "skipped": "-"}
 # What shows a problem, by its first words found: Python that calls F, the op, on x, its inputs.
@@ -185,6 +185,7 @@ def _check(spec: str) -> None:
     type, library path, modules, checks, and ``out``, the results' file, beside a ``stage`` one)."""
     path, op_type, out, modules, checks = map(json.loads(spec).get, (
         "path", "op_type", "out", "modules", "checks"))
+    _fresh_process.TIMEOUT_S = FRESH_TIMEOUT_S  # out of time is no failure here: sooner
     module, op_def = tf.load_op_library(path), _compat.registered_op_def(op_type)
     defaults = _python_defaults([importlib.import_module(m) for m in modules])
     try:
