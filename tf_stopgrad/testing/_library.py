@@ -185,7 +185,7 @@ def _check(spec: str) -> None:
     type, library path, modules, checks, and ``out``, the results' file, beside a ``stage`` one)."""
     path, op_type, out, modules, checks = map(json.loads(spec).get, (
         "path", "op_type", "out", "modules", "checks"))
-    _fresh_process.TIMEOUT_S = FRESH_TIMEOUT_S  # out of time is no failure here: sooner
+    _fresh_process.TIMEOUT_S = FRESH_TIMEOUT_S  # its fresh processes': out of time is no failure
     module, op_def = tf.load_op_library(path), _compat.registered_op_def(op_type)
     defaults = _python_defaults([importlib.import_module(m) for m in modules])
     try:
@@ -296,8 +296,8 @@ def _dtype_variants(op_def: Any) -> list[list[tf.DType]]:
         dtypes = []
         for arg in op_def.input_arg:
             listed = arg.number_attr or arg.type_list_attr
-            count = (attrs[listed].minimum + more if arg.number_attr else max(
-                attrs[listed].minimum, 1)) if listed else 1
+            minimum = attrs[listed].minimum if listed else 1
+            count = minimum + more if arg.number_attr else max(minimum, 1)
             dtypes += [_allowed(attrs[arg.type_list_attr])[0] if arg.type_list_attr else
                        tf.as_dtype(arg.type) if arg.type else types[arg.type_attr]] * count
         if {tf.resource, tf.variant} & set(dtypes):
